@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* org.freedesktop.UPower.QoS, signature for signature what UPower exported
+ * until 2013, at both object paths. Handlers read and validate arguments,
+ * then hand the change to op.c; reads are answered at once. */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bus.h"
+#include "op.h"
+#include "validate.h"
+
+static int reply_validation_error(sd_bus_error *error, const ValidationError *v) {
+        return sd_bus_error_set(error, v->name, v->message);
+}
+
+static int method_request_latency(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *type;
+        int32_t value;
+        int persistent;
+        QosType t;
+        ValidationError v;
+        int r;
+
+        r = sd_bus_message_read(message, "sib", &type, &value, &persistent);
+        if (r < 0)
+                return r;
+        if (parse_qos_type(type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
+                return reply_validation_error(error, &v);
+
+        Op *op = op_new(m, message, OP_REQUEST);
+        if (!op)
+                return -ENOMEM;
+        op->type = t;
+        op->value = value;
+        op->persistent = persistent;
+        return op_start(op);
+}
+
+static int method_cancel_request(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        uint32_t cookie;
+        int r;
+
+        (void) error;
+        r = sd_bus_message_read(message, "u", &cookie);
+        if (r < 0)
+                return r;
+
+        Op *op = op_new(m, message, OP_CANCEL);
+        if (!op)
+                return -ENOMEM;
+        op->cookie = cookie;
+        return op_start(op);
+}
+
+static int method_get_latency(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *type;
+        QosType t;
+        ValidationError v;
+        int r;
+
+        r = sd_bus_message_read(message, "s", &type);
+        if (r < 0)
+                return r;
+        if (parse_qos_type(type, &t, &v) < 0)
+                return reply_validation_error(error, &v);
+
+        return sd_bus_reply_method_return(message, "i", m->effective);
+}
+
+static int method_get_latency_requests(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        (void) error;
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', "(uuusxbssi)");
+        if (r < 0)
+                return r;
+        STORE_FOREACH(req, &m->store) {
+                r = sd_bus_message_append(reply, "(uuusxbssi)", req->cookie, (uint32_t) req->uid,
+                                          (uint32_t) req->pid, req->exec, req->created_usec / 1000000,
+                                          (int) req->persistent, qos_type_to_string(req->type), req->reason,
+                                          req->value);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int method_set_minimum_latency(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *type;
+        int32_t value;
+        QosType t;
+        ValidationError v;
+        int r;
+
+        r = sd_bus_message_read(message, "si", &type, &value);
+        if (r < 0)
+                return r;
+        if (parse_qos_type(type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
+                return reply_validation_error(error, &v);
+
+        Op *op = op_new(m, message, OP_SET_FLOOR);
+        if (!op)
+                return -ENOMEM;
+        op->type = t;
+        op->value = value;
+        return op_start(op);
+}
+
+static const sd_bus_vtable upower_qos_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_METHOD_WITH_ARGS("RequestLatency",
+                                SD_BUS_ARGS("s", type, "i", value, "b", persistent),
+                                SD_BUS_RESULT("u", cookie),
+                                method_request_latency,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("CancelRequest",
+                                SD_BUS_ARGS("u", cookie),
+                                SD_BUS_NO_RESULT,
+                                method_cancel_request,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetLatency",
+                                SD_BUS_ARGS("s", type),
+                                SD_BUS_RESULT("i", value),
+                                method_get_latency,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetLatencyRequests",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("a(uuusxbssi)", requests),
+                                method_get_latency_requests,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("SetMinimumLatency",
+                                SD_BUS_ARGS("s", type, "i", value),
+                                SD_BUS_NO_RESULT,
+                                method_set_minimum_latency,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_SIGNAL_WITH_ARGS("LatencyChanged", SD_BUS_ARGS("s", type, "i", value), 0),
+        SD_BUS_SIGNAL("RequestsChanged", NULL, 0),
+        SD_BUS_VTABLE_END,
+};
+
+int bus_upower_add(Manager *m) {
+        static const char *const paths[] = { PMQOS_OBJECT_PATH, UPOWER_POLICY_PATH };
+        int r;
+
+        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+                r = sd_bus_add_object_vtable(m->bus, NULL, paths[i], UPOWER_QOS_INTERFACE, upower_qos_vtable, m);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int bus_upower_emit(Manager *m, bool latency_changed, bool requests_changed) {
+        static const char *const paths[] = { PMQOS_OBJECT_PATH, UPOWER_POLICY_PATH };
+        int r = 0;
+
+        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+                if (latency_changed) {
+                        int k = sd_bus_emit_signal(m->bus, paths[i], UPOWER_QOS_INTERFACE, "LatencyChanged", "si",
+                                                   qos_type_to_string(QOS_TYPE_CPU_DMA), m->effective);
+                        if (k < 0)
+                                r = k;
+                }
+                if (requests_changed) {
+                        int k = sd_bus_emit_signal(m->bus, paths[i], UPOWER_QOS_INTERFACE, "RequestsChanged", NULL);
+                        if (k < 0)
+                                r = k;
+                }
+        }
+        return r;
+}

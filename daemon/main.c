@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* pmqosd: parses options, opens the device, exports the objects, takes the
+ * bus name and runs the event loop until SIGTERM or SIGINT. */
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "manager.h"
+#include "util.h"
+
+#define DEFAULT_DEVICE "/dev/cpu_dma_latency"
+#define DEFAULT_STATE_DIR "/var/lib/pmqos"
+
+typedef struct Options {
+        const char *device;
+        const char *state_dir;
+        bool verbose;
+} Options;
+
+static void help(void) {
+        printf("Usage: pmqosd [OPTIONS]\n"
+               "Broker of CPU latency requests on the system bus (%s).\n\n"
+               "  --device PATH     the latency device (default %s)\n"
+               "  --state-dir DIR   where persistent state lives (default %s)\n"
+               "  --verbose         log every request\n"
+               "  --version         print the version and exit\n"
+               "  --help            print this help and exit\n",
+               PMQOS_BUS_NAME, DEFAULT_DEVICE, DEFAULT_STATE_DIR);
+}
+
+/* Returns 1 to run, 0 to exit successfully, negative on a usage error. */
+static int parse_argv(int argc, char *argv[], Options *o) {
+        enum { ARG_DEVICE = 0x100, ARG_STATE_DIR, ARG_VERBOSE, ARG_VERSION, ARG_HELP };
+        static const struct option options[] = {
+                { "device", required_argument, NULL, ARG_DEVICE },
+                { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "verbose", no_argument, NULL, ARG_VERBOSE },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "help", no_argument, NULL, ARG_HELP },
+                {},
+        };
+        int c;
+
+        *o = (Options) { .device = DEFAULT_DEVICE, .state_dir = DEFAULT_STATE_DIR };
+        while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
+                switch (c) {
+                case ARG_DEVICE:
+                        o->device = optarg;
+                        break;
+                case ARG_STATE_DIR:
+                        o->state_dir = optarg;
+                        break;
+                case ARG_VERBOSE:
+                        o->verbose = true;
+                        break;
+                case ARG_VERSION:
+                        printf("pmqosd %s\n", PMQOS_VERSION);
+                        return 0;
+                case ARG_HELP:
+                        help();
+                        return 0;
+                default:
+                        return -EINVAL;
+                }
+        if (optind < argc) {
+                fprintf(stderr, "pmqosd: unexpected argument \"%s\"; see --help.\n", argv[optind]);
+                return -EINVAL;
+        }
+        return 1;
+}
+
+static int on_bus_disconnected(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        sd_event *event = userdata;
+        (void) message, (void) error;
+        /* Without the bus nobody can reach us or tell us a client left: exit so
+         * that the service manager restarts us against the new bus. */
+        log_error("Lost the connection to the system bus; exiting.");
+        sd_event_exit(event, EXIT_FAILURE);
+        return 0;
+}
+
+static int run(int argc, char *argv[]) {
+        _cleanup_(sd_event_unrefp) sd_event *event = NULL;
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        Manager *m = NULL;
+        Options o;
+        sigset_t mask;
+        int r;
+
+        r = parse_argv(argc, argv, &o);
+        if (r <= 0)
+                return r < 0 ? 2 : 0;
+        log_set_verbose(o.verbose);
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+
+        r = sd_event_default(&event);
+        if (r < 0) {
+                log_error("Cannot create the event loop: %s", strerror(-r));
+                return 1;
+        }
+        (void) sd_event_add_signal(event, NULL, SIGTERM, NULL, NULL);
+        (void) sd_event_add_signal(event, NULL, SIGINT, NULL, NULL);
+
+        r = sd_bus_open_system(&bus);
+        if (r < 0) {
+                log_error("Cannot connect to the system bus: %s", strerror(-r));
+                return 1;
+        }
+        r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0) {
+                log_error("Cannot attach the bus to the event loop: %s", strerror(-r));
+                return 1;
+        }
+        r = sd_bus_match_signal(bus, NULL, "org.freedesktop.DBus.Local", "/org/freedesktop/DBus/Local",
+                                "org.freedesktop.DBus.Local", "Disconnected", on_bus_disconnected, event);
+        if (r < 0) {
+                log_error("Cannot watch the bus connection: %s", strerror(-r));
+                return 1;
+        }
+
+        r = manager_new(&m, event, bus, o.device);
+        if (r < 0)
+                return 1; /* manager_new said why */
+
+        r = manager_add_objects(m);
+        if (r < 0) {
+                log_error("Cannot export the D-Bus objects: %s", strerror(-r));
+                manager_free(m);
+                return 1;
+        }
+
+        r = sd_bus_request_name(bus, PMQOS_BUS_NAME, 0);
+        if (r < 0) {
+                log_error("Cannot own %s on the system bus: %s%s", PMQOS_BUS_NAME, strerror(-r),
+                          r == -EEXIST ? " (is another pmqosd running?)" : "");
+                manager_free(m);
+                return 1;
+        }
+
+        log_info("Serving %s on %s.", PMQOS_BUS_NAME, o.device);
+        r = sd_event_loop(event);
+        manager_free(m);
+        if (r < 0) {
+                log_error("Event loop failed: %s", strerror(-r));
+                return 1;
+        }
+        return r; /* the exit code given to sd_event_exit(): 0 on SIGTERM/SIGINT */
+}
+
+int main(int argc, char *argv[]) {
+        return run(argc, argv);
+}

@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Every change of the request set or the floor goes through here, whichever
+ * interface it came from, so both views stay the same store and follow the
+ * same rules: validate (the caller did) → authorize → act → reply → signal. */
+
+#include "op.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "util.h"
+#include "validate.h"
+
+Op *op_new(Manager *m, sd_bus_message *message, OpKind kind) {
+        Op *op = calloc(1, sizeof(Op));
+        if (!op)
+                return NULL;
+        op->manager = m;
+        op->message = sd_bus_message_ref(message);
+        op->kind = kind;
+        op->value = PMQOS_LATENCY_NONE;
+        return op;
+}
+
+Op *op_free(Op *op) {
+        if (op) {
+                auth_query_cancel(op->auth_query);
+                sd_bus_message_unref(op->message);
+                client_unref(op->client);
+                free(op->reason);
+                free(op);
+        }
+        return NULL;
+}
+
+static void op_reply_error(Op *op, const char *name, const char *message) {
+        int r = sd_bus_reply_method_errorf(op->message, name, "%s", message);
+        if (r < 0)
+                log_debug("Cannot send error reply to %s: %s", op->client ? op->client->name : "?", strerror(-r));
+}
+
+static int64_t now_realtime_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- acting ---- */
+
+static bool check_limits(Op *op) {
+        Manager *m = op->manager;
+        Client *c = op->client;
+        char msg[256];
+
+        if (c->uid == 0)
+                return true;
+        if (c->owner.n_requests >= m->max_per_connection) {
+                snprintf(msg, sizeof(msg),
+                         "This connection already holds %u latency requests, the most one connection may hold.",
+                         c->owner.n_requests);
+                op_reply_error(op, SD_BUS_ERROR_LIMITS_EXCEEDED, msg);
+                return false;
+        }
+        unsigned n_uid = store_count_uid(&m->store, c->uid);
+        if (n_uid >= m->max_per_uid) {
+                snprintf(msg, sizeof(msg), "User %u already holds %u latency requests, the most one user may hold.",
+                         (unsigned) c->uid, n_uid);
+                op_reply_error(op, SD_BUS_ERROR_LIMITS_EXCEEDED, msg);
+                return false;
+        }
+        return true;
+}
+
+static void reply_commit_failure(Op *op, int r) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "Cannot write the latency bound to %s: %s.", op->manager->sink.path,
+                 strerror(-r));
+        log_error("%s", msg);
+        op_reply_error(op, PMQOS_ERROR_FAILED, msg);
+}
+
+static void execute_request(Op *op) {
+        Manager *m = op->manager;
+        Client *c = op->client;
+        int r;
+
+        if (!check_limits(op))
+                return;
+
+        Request *req = request_new(&m->store);
+        if (!req) {
+                op_reply_error(op, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
+                return;
+        }
+        req->value = op->value;
+        req->type = op->type;
+        req->uid = c->uid;
+        req->pid = c->pid;
+        req->persistent = op->persistent;
+        req->created_usec = now_realtime_usec();
+        req->expires_usec = op->timeout_usec > 0 ? req->created_usec + (int64_t) op->timeout_usec : 0;
+        req->exec = strdup(c->exec);
+        req->sender = strdup(c->name);
+        req->reason = strdup(op->reason ?: "");
+        if (!req->exec || !req->sender || !req->reason) {
+                request_free(req);
+                op_reply_error(op, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
+                return;
+        }
+        uint32_t cookie = req->cookie;
+
+        r = store_add(&m->store, req, &c->owner);
+        if (r < 0) {
+                request_free(req);
+                op_reply_error(op, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
+                return;
+        }
+        r = manager_commit(m);
+        if (r < 0) {
+                store_remove(&m->store, req);
+                reply_commit_failure(op, r);
+                return;
+        }
+
+        m->requests_changed = true;
+        r = sd_bus_reply_method_return(op->message, "u", cookie);
+        if (r < 0)
+                log_debug("Cannot reply to %s: %s", c->name, strerror(-r));
+        log_debug("Request %" PRIu32 " of %s (uid %u): %" PRIi32 " µs%s.", cookie, c->name, (unsigned) c->uid,
+                  op->value, op->persistent ? ", persistent" : "");
+        manager_emit_signals(m);
+}
+
+static void execute_update_or_cancel(Op *op) {
+        Manager *m = op->manager;
+        int r;
+
+        Request *req = store_get(&m->store, op->cookie);
+        if (!req) {
+                op_reply_error(op, PMQOS_ERROR_NO_SUCH_REQUEST, "No latency request has this cookie.");
+                return;
+        }
+
+        if (op->kind == OP_CANCEL) {
+                /* Take it out of the heap first, so a failed write can put it back as it was. */
+                int32_t old = req->value;
+                if (store_update(&m->store, req, PMQOS_LATENCY_NONE) < 0) {
+                        op_reply_error(op, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
+                        return;
+                }
+                r = manager_commit(m);
+                if (r < 0) {
+                        (void) store_update(&m->store, req, old);
+                        reply_commit_failure(op, r);
+                        return;
+                }
+                store_remove(&m->store, req);
+        } else {
+                int32_t old = req->value;
+                if (old == op->value)
+                        goto reply;
+                if (store_update(&m->store, req, op->value) < 0) {
+                        op_reply_error(op, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
+                        return;
+                }
+                r = manager_commit(m);
+                if (r < 0) {
+                        (void) store_update(&m->store, req, old);
+                        reply_commit_failure(op, r);
+                        return;
+                }
+        }
+        m->requests_changed = true;
+
+reply:
+        r = sd_bus_reply_method_return(op->message, NULL);
+        if (r < 0)
+                log_debug("Cannot reply to %s: %s", op->client->name, strerror(-r));
+        log_debug("%s request %" PRIu32 " for %s.", op->kind == OP_CANCEL ? "Cancelled" : "Updated", op->cookie,
+                  op->client->name);
+        manager_emit_signals(m);
+}
+
+static void execute_set_floor(Op *op) {
+        Manager *m = op->manager;
+        int32_t old = m->floor;
+        int r;
+
+        m->floor = op->value;
+        r = manager_commit(m);
+        if (r < 0) {
+                m->floor = old;
+                reply_commit_failure(op, r);
+                return;
+        }
+
+        r = sd_bus_reply_method_return(op->message, NULL);
+        if (r < 0)
+                log_debug("Cannot reply to %s: %s", op->client->name, strerror(-r));
+        if (old != m->floor)
+                log_info("Minimum latency set to %" PRIi32 " µs by uid %u.", m->floor, (unsigned) op->client->uid);
+        manager_emit_signals(m);
+}
+
+static void op_execute(Op *op) {
+        switch (op->kind) {
+        case OP_REQUEST:
+                execute_request(op);
+                break;
+        case OP_UPDATE:
+        case OP_CANCEL:
+                execute_update_or_cancel(op);
+                break;
+        case OP_SET_FLOOR:
+                execute_set_floor(op);
+                break;
+        }
+        op_free(op);
+}
+
+/* ---- authorizing ---- */
+
+static void on_auth_result(AuthResult result, void *userdata) {
+        Op *op = userdata;
+
+        op->auth_query = NULL;
+        if (op->client->state == CLIENT_GONE) {
+                /* It left while polkit was thinking: nothing may be added for it. */
+                op_free(op);
+                return;
+        }
+
+        switch (result) {
+        case AUTH_ALLOWED:
+                op_execute(op);
+                return;
+        case AUTH_CHALLENGE:
+                op_reply_error(op, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED,
+                               "This needs authentication: retry allowing interactive authorization.");
+                break;
+        case AUTH_DENIED:
+                op_reply_error(op, SD_BUS_ERROR_ACCESS_DENIED, "Not authorized to change CPU latency requests.");
+                break;
+        }
+        op_free(op);
+}
+
+static const char *required_action(Op *op, bool *ret_unknown) {
+        *ret_unknown = false;
+        switch (op->kind) {
+        case OP_REQUEST:
+                return op->persistent ? ACTION_REQUEST_LATENCY_PERSISTENT : ACTION_REQUEST_LATENCY;
+        case OP_UPDATE:
+        case OP_CANCEL: {
+                const Request *req = store_get(&op->manager->store, op->cookie);
+                if (!req) {
+                        *ret_unknown = true;
+                        return NULL;
+                }
+                /* The owner is the user who made it, whether or not it is still connected. */
+                return req->uid == op->client->uid ? NULL : ACTION_CANCEL_REQUEST;
+        }
+        case OP_SET_FLOOR:
+                return ACTION_SET_MINIMUM_LATENCY;
+        }
+        return NULL;
+}
+
+static void op_authorize(Op *op) {
+        Client *c = op->client;
+        AuthResult result;
+        bool unknown;
+
+        const char *action = required_action(op, &unknown);
+        if (unknown) {
+                op_reply_error(op, PMQOS_ERROR_NO_SUCH_REQUEST, "No latency request has this cookie.");
+                op_free(op);
+                return;
+        }
+        if (!action || c->uid == 0) {
+                op_execute(op);
+                return;
+        }
+        /* Fail fast on limits before anyone is asked for a password. */
+        if (op->kind == OP_REQUEST && !check_limits(op)) {
+                op_free(op);
+                return;
+        }
+
+        bool interactive = sd_bus_message_get_allow_interactive_authorization(op->message) > 0;
+        int r = auth_check(op->manager->auth, c->name, action, interactive, on_auth_result, op, &op->auth_query,
+                           &result);
+        if (r < 0) {
+                log_error("Cannot check authorization of %s for %s: %s", c->name, action, strerror(-r));
+                on_auth_result(AUTH_DENIED, op);
+        } else if (r == 0)
+                on_auth_result(result, op);
+}
+
+static void on_client_known(Client *c, void *userdata) {
+        Op *op = userdata;
+
+        if (c->state != CLIENT_READY) {
+                op_free(op); /* gone: nobody to reply to */
+                return;
+        }
+        op_authorize(op);
+}
+
+int op_start(Op *op) {
+        const char *sender = sd_bus_message_get_sender(op->message);
+        Client *c;
+
+        int r = client_get(op->manager, sender, &c);
+        if (r < 0) {
+                op_free(op);
+                return r;
+        }
+        op->client = client_ref(c);
+        op->waiter = (ClientWaiter) { .callback = on_client_known, .userdata = op };
+        client_wait(c, &op->waiter);
+        return 1;
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Writes are binary int32 at offset 0: the device ignores the offset, and a
+ * regular file standing in for it (tests without root) reads back the same. */
+
+#include "store.h"
+#include "sink.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int sink_open(Sink *s, const char *path) {
+        *s = (Sink) SINK_INIT;
+        s->path = strdup(path);
+        if (!s->path)
+                return -ENOMEM;
+
+        s->fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+        if (s->fd < 0) {
+                int r = -errno;
+                sink_close(s);
+                return r;
+        }
+
+        /* A regular file standing in for the device starts out unconstrained. */
+        struct stat st;
+        if (fstat(s->fd, &st) == 0 && S_ISREG(st.st_mode)) {
+                int32_t v = PMQOS_LATENCY_MAX_US;
+                if (pwrite(s->fd, &v, sizeof(v), 0) != sizeof(v) || ftruncate(s->fd, sizeof(v)) < 0) {
+                        int r = errno > 0 ? -errno : -EIO;
+                        sink_close(s);
+                        return r;
+                }
+        }
+        return 0;
+}
+
+void sink_close(Sink *s) {
+        if (s->fd >= 0)
+                close(s->fd); /* the kernel drops our request here */
+        s->fd = -1;
+        free(s->path);
+        s->path = NULL;
+}
+
+int sink_apply(Sink *s, int32_t usec) {
+        int32_t v = usec < 0 ? PMQOS_LATENCY_MAX_US : usec;
+
+        if (v == s->written)
+                return 0;
+
+        ssize_t n = pwrite(s->fd, &v, sizeof(v), 0);
+        if (n < 0)
+                return -errno;
+        if (n != sizeof(v))
+                return -EIO;
+
+        s->written = v;
+        s->n_writes++;
+        return 0;
+}
+
+int sink_read(Sink *s, int32_t *ret) {
+        int32_t v;
+        ssize_t n = pread(s->fd, &v, sizeof(v), 0);
+        if (n < 0)
+                return -errno;
+        if (n != sizeof(v))
+                return -EIO;
+        *ret = v;
+        return 0;
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The kernel side: the one /dev/cpu_dma_latency descriptor, written with
+ * 4-byte binary values only when the value it should hold changes. */
+#pragma once
+
+#include <stdint.h>
+
+typedef struct Sink {
+        int fd;
+        char *path;
+        int32_t written; /* what our descriptor currently asks of the kernel */
+        uint64_t n_writes;
+} Sink;
+
+#define SINK_INIT { .fd = -1, .written = PMQOS_LATENCY_MAX_US }
+
+/* Opens path O_RDWR|O_CLOEXEC. Returns 0 or a negative errno. */
+int sink_open(Sink *s, const char *path);
+void sink_close(Sink *s);
+
+/* Makes our request on the device equal to usec (PMQOS_LATENCY_NONE lifts it).
+ * Writes nothing when it already is. Returns 0 or a negative errno. */
+int sink_apply(Sink *s, int32_t usec);
+
+/* The aggregate over every holder of the device. */
+int sink_read(Sink *s, int32_t *ret);

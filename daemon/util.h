@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Small helpers used across the daemon. */
+#pragma once
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
+
+static inline void freep(void *p) {
+        free(*(void **) p);
+}
