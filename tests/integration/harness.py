@@ -1,0 +1,395 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Shared harness for the integration tests: a private system bus, the real
+pmqosd on the real device (or a file when not root, said out loud), clients
+on the bus (in this process or as other users), signal capture, and kernel
+read-back."""
+
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import gi
+
+gi.require_version("Gio", "2.0")
+from gi.repository import Gio, GLib  # noqa: E402
+
+BUS_NAME = "org.freedesktop.PMQoS"
+PATH = "/org/freedesktop/PMQoS"
+UPOWER_PATH = "/org/freedesktop/UPower/Policy"
+QOS_IFACE = "org.freedesktop.UPower.QoS"
+NATIVE_IFACE = "org.freedesktop.PMQoS"
+DEVICE = "/dev/cpu_dma_latency"
+LATENCY_MAX = 2000000000
+NOBODY = 65534
+
+SOURCE_ROOT = os.environ.get(
+    "PMQOS_SOURCE_ROOT", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+)
+PMQOSD = os.environ.get("PMQOSD", os.path.join(SOURCE_ROOT, "build", "daemon", "pmqosd"))
+HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer.py")
+
+IS_ROOT = os.geteuid() == 0
+
+BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path={socket}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
+    <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus" send_member="UpdateActivationEnvironment"/>
+    <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.systemd1.Activator"/>
+  </policy>
+  <policy user="root">
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.systemd1.Activator"/>
+  </policy>
+  {extra}
+  <includedir>{policy_dir}</includedir>
+</busconfig>
+"""
+
+
+def skip_notice(what, why):
+    """A skip is never silent: say what is not checked and why."""
+    sys.stderr.write("SKIP: %s (%s)\n" % (what, why))
+
+
+def wait_for(predicate, timeout=5.0, interval=0.005, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def remote_error_name(e):
+    return Gio.DBusError.get_remote_error(e) or ""
+
+
+class PrivateBus:
+    """A dbus-daemon of type system on a socket in a world-traversable temp dir
+    (polkitd, which drops to its own user, must be able to reach it)."""
+
+    def __init__(self, extra_config=""):
+        self.dir = tempfile.mkdtemp(prefix="pmqos-bus-")
+        os.chmod(self.dir, 0o755)
+        self.socket = os.path.join(self.dir, "bus")
+        policy_dir = os.path.join(self.dir, "system.d")
+        os.mkdir(policy_dir)
+        shutil.copy(os.path.join(SOURCE_ROOT, "dbus", "org.freedesktop.PMQoS.conf"), policy_dir)
+        # Peers may run as other users: give them a copy they can read whatever
+        # the permissions of the source tree.
+        self.helper = shutil.copy(HELPER, self.dir)
+        config = os.path.join(self.dir, "bus.conf")
+        with open(config, "w") as f:
+            f.write(BUS_CONFIG.format(socket=self.socket, policy_dir=policy_dir, extra=extra_config))
+        self.log_path = os.path.join(self.dir, "dbus-daemon.log")
+        with open(self.log_path, "w") as log:
+            out = subprocess.run(
+                ["dbus-daemon", "--config-file=" + config, "--fork", "--print-address=1", "--print-pid=1"],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                check=True,
+                text=True,
+            ).stdout.split()
+        self.address, self.pid = out[0], int(out[1])
+        self.env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.address)
+
+    def stop(self):
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            self.pid = 0
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def connect(self):
+        return Client(self)
+
+
+class Kernel:
+    """The latency device, or a file standing in for it when not root."""
+
+    def __init__(self):
+        if IS_ROOT:
+            self.path = DEVICE
+            self.real = True
+        else:
+            fd, self.path = tempfile.mkstemp(prefix="pmqos-device-")
+            os.write(fd, struct.pack("=i", LATENCY_MAX))
+            os.close(fd)
+            self.real = False
+            skip_notice("kernel read-back on %s" % DEVICE, "not root: using the file %s instead" % self.path)
+        self.baseline = self.read()
+
+    def read(self):
+        # Opening the device adds a no-constraint request, closing drops it.
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return struct.unpack("=i", os.pread(fd, 4, 0))[0]
+        finally:
+            os.close(fd)
+
+    def released(self):
+        """True when our daemon no longer constrains the machine."""
+        return self.read() == self.baseline
+
+    def cleanup(self):
+        if not self.real:
+            os.unlink(self.path)
+
+
+class Daemon:
+    def __init__(self, bus, kernel, args=(), state_dir=None):
+        self.bus = bus
+        self.state_dir = state_dir or tempfile.mkdtemp(prefix="pmqos-state-")
+        self.log_path = os.path.join(bus.dir, "pmqosd-%d.log" % time.monotonic_ns())
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [PMQOSD, "--device", kernel.path, "--state-dir", self.state_dir, "--verbose", *args],
+            env=bus.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        probe = bus.connect()
+        try:
+            wait_for(
+                lambda: self.proc.poll() is not None or probe.name_has_owner(BUS_NAME),
+                timeout=10,
+                what="pmqosd to own its name",
+            )
+        finally:
+            probe.close()
+        if self.proc.poll() is not None:
+            raise AssertionError("pmqosd exited with %d:\n%s" % (self.proc.returncode, self.output()))
+
+    def output(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.log.close()
+        return code
+
+
+class Client:
+    """One connection to the private bus, with signal capture."""
+
+    def __init__(self, bus):
+        self.conn = Gio.DBusConnection.new_for_address_sync(
+            bus.address,
+            Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
+            None,
+            None,
+        )
+        self.signals = []
+        self.subscriptions = []
+
+    @property
+    def name(self):
+        return self.conn.get_unique_name()
+
+    def close(self):
+        for s in self.subscriptions:
+            self.conn.signal_unsubscribe(s)
+        self.subscriptions = []
+        if not self.conn.is_closed():
+            self.conn.close_sync(None)
+
+    def call(self, method, signature=None, *args, path=PATH, iface=QOS_IFACE, dest=BUS_NAME, flags=0, timeout=10000):
+        params = GLib.Variant("(%s)" % signature, args) if signature else None
+        reply = self.conn.call_sync(
+            dest, path, iface, method, params, None, Gio.DBusCallFlags(flags), timeout, None
+        )
+        return reply.unpack() if reply is not None else ()
+
+    def call_error(self, method, signature=None, *args, **kw):
+        """Calls and returns the D-Bus error name (and message) it must fail with."""
+        try:
+            self.call(method, signature, *args, **kw)
+        except GLib.Error as e:
+            return remote_error_name(e), e.message
+        raise AssertionError("%s%r succeeded, expected an error" % (method, args))
+
+    def name_has_owner(self, name):
+        return self.call(
+            "NameHasOwner", "s", name, path="/org/freedesktop/DBus", iface="org.freedesktop.DBus",
+            dest="org.freedesktop.DBus",
+        )[0]
+
+    def request(self, value, persistent=False):
+        return self.call("RequestLatency", "sib", "cpu_dma", value, persistent)[0]
+
+    def cancel(self, cookie):
+        self.call("CancelRequest", "u", cookie)
+
+    def latency(self):
+        return self.call("GetLatency", "s", "cpu_dma")[0]
+
+    def requests(self):
+        return self.call("GetLatencyRequests")[0]
+
+    def subscribe(self, path=PATH, iface=QOS_IFACE, member=None):
+        def on_signal(conn, sender, obj_path, interface, signal_name, params):
+            self.signals.append((obj_path, interface, signal_name, params.unpack()))
+
+        self.subscriptions.append(
+            self.conn.signal_subscribe(
+                BUS_NAME, iface, member, path, None, Gio.DBusSignalFlags.NONE, on_signal
+            )
+        )
+        # A round trip makes sure the bus has installed the match.
+        self.name_has_owner(BUS_NAME)
+
+    def pump(self, seconds=0.0):
+        """Dispatch pending signals; with seconds > 0 keep dispatching that long."""
+        ctx = GLib.MainContext.default()
+        deadline = time.monotonic() + seconds
+        while True:
+            while ctx.iteration(False):
+                pass
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.005)
+
+    def take_signals(self, settle=0.2):
+        """All signals received so far, after a quiet settle period."""
+        # A round trip to pmqosd orders every signal it sent before it.
+        self.call("Ping", path=PATH, iface="org.freedesktop.DBus.Peer")
+        self.pump(settle)
+        got, self.signals = self.signals, []
+        return got
+
+
+class Peer:
+    """A client in another process, optionally as another user, driven by JSON
+    lines (see peer.py). Its connection lives as long as the process."""
+
+    def __init__(self, bus, uid=None, gid=None):
+        cmd = [sys.executable, bus.helper]
+        if uid is not None:
+            gid = uid if gid is None else gid
+            cmd = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups", *cmd]
+        self.proc = subprocess.Popen(
+            cmd, env=bus.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        self.name = self._rpc({"op": "name"})["name"]
+        self.pid = self.proc.pid
+
+    def _rpc(self, msg):
+        self.proc.stdin.write(json.dumps(msg) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise AssertionError("peer process died")
+        return json.loads(line)
+
+    def call(self, method, signature, *args, iface=QOS_IFACE, path=PATH, interactive=False):
+        """Returns ("ok", [results]) or ("error", name, message)."""
+        r = self._rpc(
+            {"op": "call", "method": method, "signature": signature, "args": list(args), "iface": iface,
+             "path": path, "interactive": interactive}
+        )
+        if "error" in r:
+            return ("error", r["error"], r["message"])
+        return ("ok", r["result"])
+
+    def request(self, value, persistent=False):
+        r = self.call("RequestLatency", "sib", "cpu_dma", value, persistent)
+        if r[0] != "ok":
+            raise AssertionError("request failed: %r" % (r,))
+        return r[1][0]
+
+    def kill(self, sig=signal.SIGKILL):
+        self.proc.send_signal(sig)
+        self.proc.wait()
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait()
+            self.proc.stdout.close()
+
+
+class BrokerTestCase(unittest.TestCase):
+    """Each test gets a fresh bus and daemon; the device is restored after."""
+
+    daemon_args = ()
+
+    def setUp(self):
+        self.kernel = Kernel()
+        self.bus = PrivateBus()
+        self.daemon = Daemon(self.bus, self.kernel, self.daemon_args)
+        self.clients = []
+        self.peers = []
+
+    def tearDown(self):
+        for c in self.clients:
+            c.close()
+        for p in self.peers:
+            p.close()
+        code = self.daemon.stop()
+        if code != 0:
+            sys.stderr.write(self.daemon.output())
+        self.bus.stop()
+        self.assertEqual(code, 0, "pmqosd did not exit cleanly on SIGTERM")
+        wait_for(self.kernel.released, what="the device to be released after pmqosd exits")
+        self.kernel.cleanup()
+
+    def client(self):
+        c = self.bus.connect()
+        self.clients.append(c)
+        return c
+
+    def peer(self, uid=None, gid=None):
+        p = Peer(self.bus, uid, gid)
+        self.peers.append(p)
+        return p
+
+    def assertKernelAtMost(self, value):
+        got = self.kernel.read()
+        if self.kernel.real:
+            self.assertLessEqual(got, value, "the kernel reports %d µs, more than the %d µs asked" % (got, value))
+        else:
+            self.assertEqual(got, value)
+
+    def assertKernelReleased(self):
+        wait_for(self.kernel.released, timeout=2, what="the kernel value to return to %d" % self.kernel.baseline)
+
+
+def main():
+    unittest.main(verbosity=2)

@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""A bus client in its own process (often as another user, via setpriv),
+driven by the tests with one JSON object per line on stdin; it answers one
+JSON line each. Its connection lives exactly as long as the process."""
+
+import json
+import os
+import sys
+
+import gi
+
+gi.require_version("Gio", "2.0")
+from gi.repository import Gio, GLib  # noqa: E402
+
+
+def main():
+    conn = Gio.DBusConnection.new_for_address_sync(
+        os.environ["DBUS_SYSTEM_BUS_ADDRESS"],
+        Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
+        None,
+        None,
+    )
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if msg["op"] == "name":
+            out = {"name": conn.get_unique_name()}
+        elif msg["op"] == "call":
+            sig = msg["signature"]
+            params = GLib.Variant("(%s)" % sig, tuple(msg["args"])) if sig else None
+            flags = Gio.DBusCallFlags.NONE
+            if msg.get("interactive"):
+                flags |= Gio.DBusCallFlags.ALLOW_INTERACTIVE_AUTHORIZATION
+            try:
+                reply = conn.call_sync(
+                    "org.freedesktop.PMQoS", msg["path"], msg["iface"], msg["method"], params, None, flags,
+                    60000, None,
+                )
+                out = {"result": list(reply.unpack()) if reply is not None else []}
+            except GLib.Error as e:
+                out = {"error": Gio.DBusError.get_remote_error(e) or "", "message": e.message}
+        else:
+            out = {"error": "bad-op", "message": msg["op"]}
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

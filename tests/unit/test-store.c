@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Unit tests of the pure core: the hash map, the request store and the
+ * effective-value rule, including churn checked against a brute-force model. */
+
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashmap.h"
+#include "store.h"
+#include "validate.h"
+
+static Request *add(Store *s, RequestOwner *o, int32_t value, uid_t uid, bool persistent) {
+        Request *r = request_new(s);
+        ck_assert_ptr_nonnull(r);
+        r->value = value;
+        r->uid = uid;
+        r->persistent = persistent;
+        ck_assert_int_eq(store_add(s, r, o), 0);
+        return r;
+}
+
+START_TEST(test_hashmap_basic) {
+        Hashmap h;
+        uint32_t keys[1000];
+
+        hashmap_init(&h, &hashmap_u32_ops);
+        for (uint32_t i = 0; i < 1000; i++) {
+                keys[i] = i * 7919u;
+                ck_assert_int_eq(hashmap_put(&h, &keys[i], &keys[i]), 0);
+        }
+        ck_assert_int_eq(hashmap_put(&h, &keys[3], &keys[3]), -EEXIST);
+        ck_assert_uint_eq(hashmap_size(&h), 1000);
+        for (uint32_t i = 0; i < 1000; i += 2)
+                ck_assert_ptr_eq(hashmap_remove(&h, &keys[i]), &keys[i]);
+        for (uint32_t i = 0; i < 1000; i++)
+                ck_assert_ptr_eq(hashmap_get(&h, &keys[i]), i % 2 ? &keys[i] : NULL);
+
+        size_t n = 0, it = 0;
+        void *v;
+        while (hashmap_next(&h, &it, &v))
+                n++;
+        ck_assert_uint_eq(n, 500);
+        hashmap_clear(&h);
+}
+END_TEST
+
+START_TEST(test_hashmap_strings) {
+        Hashmap h;
+        hashmap_init(&h, &hashmap_string_ops);
+        ck_assert_ptr_null(hashmap_get(&h, ":1.1"));
+        ck_assert_int_eq(hashmap_put(&h, ":1.1", (void *) 1), 0);
+        ck_assert_int_eq(hashmap_put(&h, ":1.2", (void *) 2), 0);
+        char key[] = ":1.2";
+        ck_assert_ptr_eq(hashmap_get(&h, key), (void *) 2);
+        ck_assert_ptr_eq(hashmap_remove(&h, ":1.1"), (void *) 1);
+        ck_assert_ptr_null(hashmap_remove(&h, ":1.1"));
+        hashmap_clear(&h);
+}
+END_TEST
+
+START_TEST(test_min_and_floor) {
+        Store s;
+        RequestOwner o = {};
+
+        store_init(&s, 1);
+        ck_assert_int_eq(store_min(&s), PMQOS_LATENCY_NONE);
+
+        Request *none = add(&s, &o, PMQOS_LATENCY_NONE, 1, false);
+        ck_assert_int_eq(store_min(&s), PMQOS_LATENCY_NONE); /* -1 is listed, never constrains */
+
+        Request *a = add(&s, &o, 100, 1, false);
+        Request *zero = add(&s, &o, 0, 1, false);
+        ck_assert_int_eq(store_min(&s), 0); /* 0 is the strictest bound, not "ignored" */
+        store_remove(&s, zero);
+        ck_assert_int_eq(store_min(&s), 100);
+
+        ck_assert_int_eq(effective_latency(100, PMQOS_LATENCY_NONE), 100);
+        ck_assert_int_eq(effective_latency(100, 500), 500);
+        ck_assert_int_eq(effective_latency(1000, 500), 1000);
+        ck_assert_int_eq(effective_latency(PMQOS_LATENCY_NONE, 500), PMQOS_LATENCY_NONE);
+
+        ck_assert_int_eq(store_update(&s, none, 20), 0);
+        ck_assert_int_eq(store_min(&s), 20);
+        ck_assert_int_eq(store_update(&s, none, PMQOS_LATENCY_NONE), 0);
+        ck_assert_int_eq(store_min(&s), 100);
+        ck_assert_int_eq(store_update(&s, a, PMQOS_LATENCY_MAX_US), 0);
+        ck_assert_int_eq(store_min(&s), PMQOS_LATENCY_MAX_US);
+
+        ck_assert_uint_eq(store_size(&s), 2);
+        ck_assert_uint_eq(o.n_requests, 2);
+        store_done(&s);
+        ck_assert_uint_eq(o.n_requests, 0);
+}
+END_TEST
+
+START_TEST(test_drop_owner) {
+        Store s;
+        RequestOwner a = {}, b = {};
+
+        store_init(&s, 2);
+        add(&s, &a, 10, 1000, false);
+        add(&s, &a, 20, 1000, false);
+        Request *kept = add(&s, &a, 5, 1000, true);
+        kept->sender = strdup(":1.9");
+        Request *timed = request_new(&s);
+        timed->value = 1;
+        timed->uid = 1000;
+        timed->expires_usec = 123;
+        ck_assert_int_eq(store_add(&s, timed, &a), 0);
+        add(&s, &b, 30, 1001, false);
+
+        ck_assert_int_eq(store_min(&s), 1);
+        ck_assert_uint_eq(store_count_uid(&s, 1000), 4);
+
+        /* Persistent and timed requests outlive their owner's connection. */
+        ck_assert_uint_eq(store_drop_owner(&s, &a), 4);
+        ck_assert_uint_eq(a.n_requests, 0);
+        ck_assert_uint_eq(store_size(&s), 3);
+        ck_assert_ptr_null(kept->owner);
+        ck_assert_ptr_null(kept->sender);
+        ck_assert_uint_eq(store_count_uid(&s, 1000), 2);
+        ck_assert_int_eq(store_min(&s), 1);
+
+        ck_assert_uint_eq(store_drop_owner(&s, &b), 1);
+        ck_assert_uint_eq(store_count_uid(&s, 1001), 0);
+        store_done(&s);
+}
+END_TEST
+
+START_TEST(test_cookies_unique_nonzero) {
+        Store s;
+        store_init(&s, 3);
+        for (int i = 0; i < 5000; i++) {
+                Request *r = add(&s, NULL, i, 0, false);
+                ck_assert_uint_ne(r->cookie, 0);
+                ck_assert_ptr_eq(store_get(&s, r->cookie), r);
+        }
+        ck_assert_uint_eq(store_size(&s), 5000);
+        store_done(&s);
+}
+END_TEST
+
+/* Random adds, updates, removes and owner drops, checked after every step
+ * against a plain array scanned the slow way. */
+START_TEST(test_churn_against_model) {
+        enum { N_OWNERS = 8, MAX_LIVE = 2000, STEPS = 40000 };
+        Store s;
+        RequestOwner owners[N_OWNERS] = {};
+        Request *live[MAX_LIVE];
+        size_t n_live = 0;
+        unsigned seed = 12345;
+
+        store_init(&s, 4);
+        for (int step = 0; step < STEPS; step++) {
+                int op = rand_r(&seed) % 100;
+                if ((op < 45 || n_live == 0) && n_live < MAX_LIVE) {
+                        int32_t v = rand_r(&seed) % 10 == 0 ? PMQOS_LATENCY_NONE : rand_r(&seed) % 5000;
+                        live[n_live++] = add(&s, &owners[rand_r(&seed) % N_OWNERS], v, rand_r(&seed) % 4,
+                                             rand_r(&seed) % 8 == 0);
+                } else if (op < 70) {
+                        size_t i = (size_t) rand_r(&seed) % n_live;
+                        int32_t v = rand_r(&seed) % 10 == 0 ? PMQOS_LATENCY_NONE : rand_r(&seed) % 5000;
+                        ck_assert_int_eq(store_update(&s, live[i], v), 0);
+                } else if (op < 97) {
+                        size_t i = (size_t) rand_r(&seed) % n_live;
+                        store_remove(&s, live[i]);
+                        live[i] = live[--n_live];
+                } else {
+                        RequestOwner *o = &owners[rand_r(&seed) % N_OWNERS];
+                        store_drop_owner(&s, o);
+                        /* Rebuild the model from what the store says survived. */
+                        n_live = 0;
+                        STORE_FOREACH(r, &s)
+                        live[n_live++] = r;
+                }
+
+                int32_t want = PMQOS_LATENCY_NONE;
+                unsigned per_uid[4] = {};
+                for (size_t i = 0; i < n_live; i++) {
+                        if (live[i]->value >= 0 && (want < 0 || live[i]->value < want))
+                                want = live[i]->value;
+                        per_uid[live[i]->uid]++;
+                        ck_assert_ptr_eq(store_get(&s, live[i]->cookie), live[i]);
+                }
+                ck_assert_int_eq(store_min(&s), want);
+                ck_assert_uint_eq(store_size(&s), n_live);
+                for (uid_t u = 0; u < 4; u++)
+                        ck_assert_uint_eq(store_count_uid(&s, u), per_uid[u]);
+        }
+        store_done(&s);
+}
+END_TEST
+
+START_TEST(test_validation) {
+        ValidationError e;
+        QosType t;
+
+        ck_assert_int_eq(parse_qos_type("cpu_dma", &t, &e), 0);
+        ck_assert_int_eq(t, QOS_TYPE_CPU_DMA);
+        ck_assert_int_eq(parse_qos_type("network", &t, &e), -EOPNOTSUPP);
+        ck_assert_str_eq(e.name, "org.freedesktop.DBus.Error.NotSupported");
+        ck_assert_int_eq(parse_qos_type("CPU_DMA", &t, &e), -EINVAL);
+        ck_assert_str_eq(e.name, "org.freedesktop.DBus.Error.InvalidArgs");
+        ck_assert_int_eq(parse_qos_type("", &t, &e), -EINVAL);
+
+        char longtype[1000];
+        memset(longtype, 'x', sizeof(longtype) - 1);
+        longtype[sizeof(longtype) - 1] = 0;
+        ck_assert_int_eq(parse_qos_type(longtype, &t, &e), -EINVAL);
+        ck_assert_uint_lt(strlen(e.message), sizeof(e.message));
+
+        ck_assert_int_eq(check_latency_value(-1, &e), 0);
+        ck_assert_int_eq(check_latency_value(0, &e), 0);
+        ck_assert_int_eq(check_latency_value(PMQOS_LATENCY_MAX_US, &e), 0);
+        ck_assert_int_eq(check_latency_value(PMQOS_LATENCY_MAX_US + 1, &e), -EINVAL);
+        ck_assert_int_eq(check_latency_value(-2, &e), -EINVAL);
+        ck_assert_int_eq(check_latency_value(INT32_MIN, &e), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(e.message, "-2147483648"));
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("store");
+        TCase *tc = tcase_create("core");
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_hashmap_basic);
+        tcase_add_test(tc, test_hashmap_strings);
+        tcase_add_test(tc, test_min_and_floor);
+        tcase_add_test(tc, test_drop_owner);
+        tcase_add_test(tc, test_cookies_unique_nonzero);
+        tcase_add_test(tc, test_churn_against_model);
+        tcase_add_test(tc, test_validation);
+        suite_add_tcase(s, tc);
+
+        SRunner *sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
