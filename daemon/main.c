@@ -19,6 +19,8 @@
 typedef struct Options {
         const char *device;
         const char *state_dir;
+        unsigned max_per_connection;
+        unsigned max_per_uid;
         bool verbose;
 } Options;
 
@@ -27,18 +29,45 @@ static void help(void) {
                "Broker of CPU latency requests on the system bus (%s).\n\n"
                "  --device PATH     the latency device (default %s)\n"
                "  --state-dir DIR   where persistent state lives (default %s)\n"
+               "  --max-requests-per-connection N\n"
+               "                    live requests one connection may hold (default %u)\n"
+               "  --max-requests-per-uid N\n"
+               "                    live requests one user may hold (default %u; root is exempt)\n"
                "  --verbose         log every request\n"
                "  --version         print the version and exit\n"
                "  --help            print this help and exit\n",
-               PMQOS_BUS_NAME, DEFAULT_DEVICE, DEFAULT_STATE_DIR);
+               PMQOS_BUS_NAME, DEFAULT_DEVICE, DEFAULT_STATE_DIR, PMQOS_DEFAULT_MAX_PER_CONNECTION,
+               PMQOS_DEFAULT_MAX_PER_UID);
+}
+
+#define LIMIT_MAX 1000000u
+
+static int parse_limit(const char *s, unsigned *ret) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(s, &end, 10);
+        if (errno != 0 || end == s || *end != 0 || s[0] == '-' || v < 1 || v > LIMIT_MAX)
+                return -EINVAL;
+        *ret = (unsigned) v;
+        return 0;
 }
 
 /* Returns 1 to run, 0 to exit successfully, negative on a usage error. */
 static int parse_argv(int argc, char *argv[], Options *o) {
-        enum { ARG_DEVICE = 0x100, ARG_STATE_DIR, ARG_VERBOSE, ARG_VERSION, ARG_HELP };
+        enum {
+                ARG_DEVICE = 0x100,
+                ARG_STATE_DIR,
+                ARG_MAX_PER_CONNECTION,
+                ARG_MAX_PER_UID,
+                ARG_VERBOSE,
+                ARG_VERSION,
+                ARG_HELP
+        };
         static const struct option options[] = {
                 { "device", required_argument, NULL, ARG_DEVICE },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "max-requests-per-connection", required_argument, NULL, ARG_MAX_PER_CONNECTION },
+                { "max-requests-per-uid", required_argument, NULL, ARG_MAX_PER_UID },
                 { "verbose", no_argument, NULL, ARG_VERBOSE },
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "help", no_argument, NULL, ARG_HELP },
@@ -46,7 +75,12 @@ static int parse_argv(int argc, char *argv[], Options *o) {
         };
         int c;
 
-        *o = (Options) { .device = DEFAULT_DEVICE, .state_dir = DEFAULT_STATE_DIR };
+        *o = (Options) {
+                .device = DEFAULT_DEVICE,
+                .state_dir = DEFAULT_STATE_DIR,
+                .max_per_connection = PMQOS_DEFAULT_MAX_PER_CONNECTION,
+                .max_per_uid = PMQOS_DEFAULT_MAX_PER_UID,
+        };
         while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
                 switch (c) {
                 case ARG_DEVICE:
@@ -55,6 +89,16 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 case ARG_STATE_DIR:
                         o->state_dir = optarg;
                         break;
+                case ARG_MAX_PER_CONNECTION:
+                case ARG_MAX_PER_UID: {
+                        unsigned *target = c == ARG_MAX_PER_UID ? &o->max_per_uid : &o->max_per_connection;
+                        if (parse_limit(optarg, target) < 0) {
+                                fprintf(stderr, "pmqosd: invalid limit \"%s\"; give a number from 1 to %u.\n", optarg,
+                                        LIMIT_MAX);
+                                return -EINVAL;
+                        }
+                        break;
+                }
                 case ARG_VERBOSE:
                         o->verbose = true;
                         break;
@@ -130,6 +174,9 @@ static int run(int argc, char *argv[]) {
         r = manager_new(&m, event, bus, o.device);
         if (r < 0)
                 return 1; /* manager_new said why */
+
+        m->max_per_connection = o.max_per_connection;
+        m->max_per_uid = o.max_per_uid;
 
         r = manager_add_objects(m);
         if (r < 0) {

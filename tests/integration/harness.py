@@ -93,13 +93,15 @@ class PrivateBus:
     """A dbus-daemon of type system on a socket in a world-traversable temp dir
     (polkitd, which drops to its own user, must be able to reach it)."""
 
-    def __init__(self, extra_config=""):
+    def __init__(self, extra_config="", with_polkit=False):
         self.dir = tempfile.mkdtemp(prefix="pmqos-bus-")
         os.chmod(self.dir, 0o755)
         self.socket = os.path.join(self.dir, "bus")
         policy_dir = os.path.join(self.dir, "system.d")
         os.mkdir(policy_dir)
         shutil.copy(os.path.join(SOURCE_ROOT, "dbus", "org.freedesktop.PMQoS.conf"), policy_dir)
+        if with_polkit:
+            shutil.copy("/usr/share/dbus-1/system.d/org.freedesktop.PolicyKit1.conf", policy_dir)
         # Peers may run as other users: give them a copy they can read whatever
         # the permissions of the source tree.
         self.helper = shutil.copy(HELPER, self.dir)
@@ -129,6 +131,39 @@ class PrivateBus:
 
     def connect(self):
         return Client(self)
+
+
+class Polkitd:
+    """The real polkitd on the private bus. As root it reads actions from
+    /usr/share/polkit-1/actions and rules from /etc/polkit-1/rules.d."""
+
+    BINARY = "/usr/lib/polkit-1/polkitd"
+
+    def __init__(self, bus):
+        self.bus = bus
+        self.log_path = os.path.join(bus.dir, "polkitd-%d.log" % time.monotonic_ns())
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([self.BINARY, "--no-debug"], env=bus.env, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        probe = bus.connect()
+        try:
+            wait_for(lambda: self.proc.poll() is not None or probe.name_has_owner("org.freedesktop.PolicyKit1"),
+                     timeout=10, what="polkitd to own its name")
+        finally:
+            probe.close()
+        if self.proc.poll() is not None:
+            with open(self.log_path) as f:
+                raise AssertionError("polkitd exited with %d:\n%s" % (self.proc.returncode, f.read()))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
 
 
 class Kernel:
@@ -308,23 +343,38 @@ class Peer:
         self.name = self._rpc({"op": "name"})["name"]
         self.pid = self.proc.pid
 
-    def _rpc(self, msg):
+    def _send(self, msg):
         self.proc.stdin.write(json.dumps(msg) + "\n")
         self.proc.stdin.flush()
+
+    def _receive(self):
         line = self.proc.stdout.readline()
         if not line:
             raise AssertionError("peer process died")
         return json.loads(line)
 
-    def call(self, method, signature, *args, iface=QOS_IFACE, path=PATH, interactive=False):
-        """Returns ("ok", [results]) or ("error", name, message)."""
-        r = self._rpc(
+    def _rpc(self, msg):
+        self._send(msg)
+        return self._receive()
+
+    def send_call(self, method, signature, *args, iface=QOS_IFACE, path=PATH, interactive=False,
+                  dest=BUS_NAME):
+        """Starts a call without waiting; collect the answer with receive_call()."""
+        self._send(
             {"op": "call", "method": method, "signature": signature, "args": list(args), "iface": iface,
-             "path": path, "interactive": interactive}
+             "path": path, "interactive": interactive, "dest": dest}
         )
+
+    def receive_call(self):
+        """Returns ("ok", [results]) or ("error", name, message)."""
+        r = self._receive()
         if "error" in r:
             return ("error", r["error"], r["message"])
         return ("ok", r["result"])
+
+    def call(self, method, signature, *args, **kw):
+        self.send_call(method, signature, *args, **kw)
+        return self.receive_call()
 
     def request(self, value, persistent=False):
         r = self.call("RequestLatency", "sib", "cpu_dma", value, persistent)
@@ -349,10 +399,12 @@ class BrokerTestCase(unittest.TestCase):
     """Each test gets a fresh bus and daemon; the device is restored after."""
 
     daemon_args = ()
+    with_polkit = False
 
     def setUp(self):
         self.kernel = Kernel()
-        self.bus = PrivateBus()
+        self.bus = PrivateBus(with_polkit=self.with_polkit)
+        self.polkit = Polkitd(self.bus) if self.with_polkit else None
         self.daemon = Daemon(self.bus, self.kernel, self.daemon_args)
         self.clients = []
         self.peers = []
@@ -363,12 +415,20 @@ class BrokerTestCase(unittest.TestCase):
         for p in self.peers:
             p.close()
         code = self.daemon.stop()
-        if code != 0:
+        if code != 0 or self._outcome_failed():
             sys.stderr.write(self.daemon.output())
+        if self.polkit:
+            self.polkit.stop()
         self.bus.stop()
         self.assertEqual(code, 0, "pmqosd did not exit cleanly on SIGTERM")
         wait_for(self.kernel.released, what="the device to be released after pmqosd exits")
         self.kernel.cleanup()
+
+    def _outcome_failed(self):
+        result = getattr(self, "_outcome", None)
+        errors = getattr(getattr(result, "result", None), "errors", []) + \
+            getattr(getattr(result, "result", None), "failures", [])
+        return any(test is self for test, _ in errors)
 
     def client(self):
         c = self.bus.connect()

@@ -32,7 +32,8 @@ def main():
                 flags |= Gio.DBusCallFlags.ALLOW_INTERACTIVE_AUTHORIZATION
             try:
                 reply = conn.call_sync(
-                    "org.freedesktop.PMQoS", msg["path"], msg["iface"], msg["method"], params, None, flags,
+                    msg.get("dest", "org.freedesktop.PMQoS"), msg["path"], msg["iface"], msg["method"], params,
+                    None, flags,
                     60000, None,
                 )
                 out = {"result": list(reply.unpack()) if reply is not None else []}

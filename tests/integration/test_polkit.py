@@ -1,0 +1,335 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Authorization (SPEC §4) with the real polkitd, the project's own .policy
+and rules installed for the run, users created for it, and callers of
+several uids. Needs root (users, polkit files, setpriv); says so if not."""
+
+import grp
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import time
+import unittest
+
+from harness import (
+    NOBODY,
+    SOURCE_ROOT,
+    BrokerTestCase,
+    IS_ROOT,
+    main,
+    skip_notice,
+    wait_for,
+)
+
+ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
+INTERACTIVE = "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired"
+LIMITS = "org.freedesktop.DBus.Error.LimitsExceeded"
+
+ACTIONS_DIR = "/usr/share/polkit-1/actions"
+RULES_DIR = "/etc/polkit-1/rules.d"
+POLICY_DEST = os.path.join(ACTIONS_DIR, "org.freedesktop.pmqos.policy")
+RULES_DEST = os.path.join(RULES_DIR, "50-pmqos-under-test.rules")
+TEST_RULES_DEST = os.path.join(RULES_DIR, "10-pmqos-test.rules")
+
+GROUP = "pmqos"
+USERS = {
+    "plain": "pmqos-t-plain",    # no session, no group
+    "member": "pmqos-t-member",  # in group pmqos
+    "member2": "pmqos-t-member2",
+    "floor": "pmqos-t-floor",    # a test rule grants it the floor
+    "slow": "pmqos-t-slow",      # a test rule answers AUTH_ADMIN for it
+}
+TEST_RULES = """// Installed by pmqos's test suite for one run, removed after.
+polkit.addRule(function(action, subject) {
+    if (subject.user == "%(floor)s" && action.id == "org.freedesktop.pmqos.set-minimum-latency")
+        return polkit.Result.YES;
+    if (subject.user == "%(slow)s" && action.id == "org.freedesktop.pmqos.request-latency")
+        return polkit.Result.AUTH_ADMIN;
+});
+""" % USERS
+
+created_group = False
+created_users = list(USERS.values())
+installed = []
+polkitd_present = os.path.exists("/usr/lib/polkit-1/polkitd")
+
+
+def setUpModule():
+    global created_group
+    if not IS_ROOT or not polkitd_present:
+        return
+    if not os.path.isdir(RULES_DIR):
+        os.makedirs(RULES_DIR)
+    try:
+        grp.getgrnam(GROUP)
+    except KeyError:
+        subprocess.run(["groupadd", "--system", GROUP], check=True)
+        created_group = True
+    for key, user in USERS.items():
+        # These names are the suite's own: start from a known state.
+        subprocess.run(["userdel", user], check=False, stderr=subprocess.DEVNULL)
+        if True:
+            cmd = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group"]
+            if key.startswith("member"):
+                cmd += ["--groups", GROUP]
+            subprocess.run(cmd + [user], check=True)
+    shutil.copy(os.path.join(SOURCE_ROOT, "policy", "org.freedesktop.pmqos.policy"), POLICY_DEST)
+    installed.append(POLICY_DEST)
+    shutil.copy(os.path.join(SOURCE_ROOT, "policy", "org.freedesktop.pmqos.rules"), RULES_DEST)
+    installed.append(RULES_DEST)
+    with open(TEST_RULES_DEST, "w") as f:
+        f.write(TEST_RULES)
+    installed.append(TEST_RULES_DEST)
+
+
+def tearDownModule():
+    for path in installed:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    for user in created_users:
+        subprocess.run(["userdel", user], check=False)
+    if created_group:
+        subprocess.run(["groupdel", GROUP], check=False)
+
+
+def uid(key):
+    return pwd.getpwnam(USERS[key]).pw_uid
+
+
+@unittest.skipUnless(IS_ROOT and polkitd_present, "needs root and /usr/lib/polkit-1/polkitd")
+class PolkitTestCase(BrokerTestCase):
+    with_polkit = True
+
+    def peer_as(self, key):
+        u = pwd.getpwnam(USERS[key])
+        return self.peer(uid=u.pw_uid, gid=u.pw_gid)
+
+
+class TestActions(PolkitTestCase):
+    def test_user_without_session_or_group(self):
+        root = self.client()
+        root.request(500)
+        p = self.peer_as("plain")
+        self.assertEqual(p.call("RequestLatency", "sib", "cpu_dma", 10, False)[:2], ("error", ACCESS_DENIED))
+        # Reads are open to everyone.
+        self.assertEqual(p.call("GetLatency", "s", "cpu_dma"), ("ok", [500]))
+        self.assertEqual(p.call("GetLatencyRequests", "")[0], "ok")
+        self.assertEqual(len(root.requests()), 1)
+        self.assertKernelAtMost(500)
+
+    def test_group_member(self):
+        root = self.client()
+        root_cookie = root.request(900)
+        p = self.peer_as("member")
+
+        ok, (cookie,) = p.call("RequestLatency", "sib", "cpu_dma", 77, False)
+        self.assertEqual(ok, "ok")
+        self.assertEqual(root.latency(), 77)
+        self.assertKernelAtMost(77)
+        listed = {r[0]: r for r in root.requests()}
+        self.assertEqual(listed[cookie][1], uid("member"))
+        self.assertEqual(listed[cookie][2], p.pid)
+
+        # More than an ordinary request needs an administrator.
+        self.assertEqual(p.call("RequestLatency", "sib", "cpu_dma", 10, True)[:2], ("error", INTERACTIVE))
+        self.assertEqual(p.call("SetMinimumLatency", "si", "cpu_dma", 100)[:2], ("error", INTERACTIVE))
+        self.assertEqual(p.call("CancelRequest", "u", root_cookie)[:2], ("error", INTERACTIVE))
+        self.assertEqual(sorted(r[0] for r in root.requests()), sorted([root_cookie, cookie]))
+
+        # Its own request it may cancel, and another member's (same rule, other uid) it may not.
+        other = self.peer_as("member2")
+        ok, (other_cookie,) = other.call("RequestLatency", "sib", "cpu_dma", 88, False)
+        self.assertEqual(p.call("CancelRequest", "u", other_cookie)[:2], ("error", INTERACTIVE))
+        self.assertEqual(p.call("CancelRequest", "u", cookie), ("ok", []))
+        self.assertEqual(root.latency(), 88)
+
+        # Dropped when it leaves.
+        ok, (cookie,) = p.call("RequestLatency", "sib", "cpu_dma", 55, False)
+        self.assertEqual(root.latency(), 55)
+        p.kill()
+        wait_for(lambda: cookie not in [r[0] for r in root.requests()], what="the member's request to go")
+        self.assertEqual(root.latency(), 88)
+
+    def test_rule_grants_floor(self):
+        root = self.client()
+        root.request(100)
+        p = self.peer_as("floor")
+        self.assertEqual(p.call("SetMinimumLatency", "si", "cpu_dma", 400), ("ok", []))
+        self.assertEqual(root.latency(), 400)
+        self.assertKernelAtMost(400)
+        # The same user has no right to request latency at all.
+        self.assertEqual(p.call("RequestLatency", "sib", "cpu_dma", 10, False)[:2], ("error", ACCESS_DENIED))
+
+    def test_root_needs_no_polkit(self):
+        root = self.client()
+        c = root.request(60, persistent=True)
+        root.call("SetMinimumLatency", "si", "cpu_dma", 70)
+        self.assertEqual(root.latency(), 70)
+        other = self.peer_as("member")
+        ok, (mine,) = other.call("RequestLatency", "sib", "cpu_dma", 80, False)
+        root.cancel(mine)  # someone else's: root may
+        root.cancel(c)
+        self.assertEqual(root.latency(), -1)
+
+
+class TestLimits(PolkitTestCase):
+    daemon_args = ()
+
+    def test_per_connection_limit(self):
+        root = self.client()
+        p = self.peer_as("member")
+        cookies = []
+        for i in range(64):
+            r = p.call("RequestLatency", "sib", "cpu_dma", 1000 + i, False)
+            self.assertEqual(r[0], "ok", (i, r))
+            cookies.append(r[1][0])
+        r = p.call("RequestLatency", "sib", "cpu_dma", 5, False)
+        self.assertEqual(r[:2], ("error", LIMITS))
+        self.assertTrue(r[2].endswith("."))
+        # Nothing else changed.
+        self.assertEqual(len(root.requests()), 64)
+        self.assertEqual(root.latency(), 1000)
+        # Room again after a cancel.
+        self.assertEqual(p.call("CancelRequest", "u", cookies[0]), ("ok", []))
+        self.assertEqual(p.call("RequestLatency", "sib", "cpu_dma", 999, False)[0], "ok")
+
+    def test_per_uid_limit_across_connections(self):
+        root = self.client()
+        peers = [self.peer_as("member") for _ in range(5)]
+        made = 0
+        for p in peers[:4]:
+            for _ in range(64):
+                self.assertEqual(p.call("RequestLatency", "sib", "cpu_dma", 5000, False)[0], "ok")
+                made += 1
+        self.assertEqual(made, 256)
+        r = peers[4].call("RequestLatency", "sib", "cpu_dma", 5000, False)
+        self.assertEqual(r[:2], ("error", LIMITS))
+        self.assertEqual(len(root.requests()), 256)
+        # Another user is not affected.
+        self.assertEqual(self.peer_as("member2").call("RequestLatency", "sib", "cpu_dma", 7, False)[0], "ok")
+
+    def test_root_is_exempt(self):
+        root = self.client()
+        for _ in range(70):
+            root.request(3000)
+        self.assertEqual(len(root.requests()), 70)
+
+
+class TestConfiguredLimits(PolkitTestCase):
+    daemon_args = ("--max-requests-per-connection", "3", "--max-requests-per-uid", "4")
+
+    def test_configured_limits(self):
+        a = self.peer_as("member")
+        b = self.peer_as("member")
+        for _ in range(3):
+            self.assertEqual(a.call("RequestLatency", "sib", "cpu_dma", 100, False)[0], "ok")
+        self.assertEqual(a.call("RequestLatency", "sib", "cpu_dma", 100, False)[:2], ("error", LIMITS))
+        self.assertEqual(b.call("RequestLatency", "sib", "cpu_dma", 100, False)[0], "ok")
+        self.assertEqual(b.call("RequestLatency", "sib", "cpu_dma", 100, False)[:2], ("error", LIMITS))
+
+
+class TestSlowPolkit(PolkitTestCase):
+    def test_slow_check_blocks_nobody_else(self):
+        root = self.client()
+        slow = self.peer_as("slow")
+        agent = subprocess.Popen(
+            [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow_agent.py"),
+             "--pid", str(slow.pid), "--delay", "3"],
+            env=self.bus.env, stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(agent.stdout.readline().strip(), "ready")
+            start = time.monotonic()
+            slow.send_call("RequestLatency", "sib", "cpu_dma", 33, False, interactive=True)
+            time.sleep(0.3)  # let the check reach the agent
+
+            # Meanwhile root, a group member and a denied user are answered at once.
+            t = time.monotonic()
+            cookie = root.request(500)
+            member = self.peer_as("member")
+            self.assertEqual(member.call("RequestLatency", "sib", "cpu_dma", 400, False)[0], "ok")
+            self.assertEqual(self.peer_as("plain").call("RequestLatency", "sib", "cpu_dma", 1, False)[:2],
+                             ("error", ACCESS_DENIED))
+            root.cancel(cookie)
+            self.assertLess(time.monotonic() - t, 1.5)
+            # The slow request has not taken effect before authorization said yes.
+            self.assertEqual(root.latency(), 400)
+            self.assertNotIn(33, [r[8] for r in root.requests()])
+
+            ok = slow.receive_call()
+            elapsed = time.monotonic() - start
+            self.assertEqual(ok[0], "ok", ok)
+            self.assertGreaterEqual(elapsed, 2.5)
+            self.assertEqual(root.latency(), 33)
+            self.assertKernelAtMost(33)
+        finally:
+            agent.kill()
+            agent.wait()
+            agent.stdout.close()
+
+    def test_caller_leaving_during_check_gets_nothing(self):
+        root = self.client()
+        slow = self.peer_as("slow")
+        agent = subprocess.Popen(
+            [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow_agent.py"),
+             "--pid", str(slow.pid), "--delay", "2"],
+            env=self.bus.env, stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(agent.stdout.readline().strip(), "ready")
+            slow.send_call("RequestLatency", "sib", "cpu_dma", 44, False, interactive=True)
+            time.sleep(0.5)
+            slow.kill()
+            self.assertEqual(agent.stdout.readline().strip(), "answered")
+            time.sleep(0.3)
+            self.assertEqual(root.requests(), [])
+            self.assertEqual(root.latency(), -1)
+            self.assertKernelReleased()
+        finally:
+            agent.kill()
+            agent.wait()
+            agent.stdout.close()
+
+
+class TestPolkitDown(PolkitTestCase):
+    def test_polkitd_stopped_and_restarted(self):
+        from harness import Polkitd
+
+        root = self.client()
+        member = self.peer_as("member")
+        self.assertEqual(member.call("RequestLatency", "sib", "cpu_dma", 500, False)[0], "ok")
+
+        self.polkit.stop()
+        t = time.monotonic()
+        r = member.call("RequestLatency", "sib", "cpu_dma", 400, False)
+        self.assertEqual(r[:2], ("error", ACCESS_DENIED))
+        self.assertLess(time.monotonic() - t, 3)
+        root.request(300)  # root still served
+        self.assertEqual(root.latency(), 300)
+
+        # polkit comes back: pmqosd recovers without a restart.
+        self.polkit = Polkitd(self.bus)
+        self.assertEqual(member.call("RequestLatency", "sib", "cpu_dma", 200, False)[0], "ok")
+        self.assertEqual(root.latency(), 200)
+
+
+class TestBusPolicy(PolkitTestCase):
+    def test_unprivileged_cannot_own_the_name(self):
+        for p in (self.peer(uid=NOBODY), self.peer_as("member")):
+            r = p.call("RequestName", "su", "org.freedesktop.PMQoS", 0, dest="org.freedesktop.DBus",
+                       path="/org/freedesktop/DBus", iface="org.freedesktop.DBus")
+            self.assertEqual(r[:2], ("error", ACCESS_DENIED), r)
+
+    def test_undocumented_interface_is_not_reachable(self):
+        p = self.peer(uid=NOBODY)
+        r = p.call("Frobnicate", "", iface="org.example.Other")
+        self.assertEqual(r[:2], ("error", ACCESS_DENIED), r)
+        self.assertEqual(p.call("Ping", "", iface="org.freedesktop.DBus.Peer"), ("ok", []))
+
+
+if not IS_ROOT or not polkitd_present:
+    skip_notice("polkit authorization tests", "need root and /usr/lib/polkit-1/polkitd")
+
+if __name__ == "__main__":
+    main()
