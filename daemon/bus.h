@@ -9,3 +9,6 @@
 
 int bus_upower_add(Manager *m);
 int bus_upower_emit(Manager *m, bool latency_changed, bool requests_changed);
+
+int bus_native_add(Manager *m);
+int bus_native_emit(Manager *m, bool latency_changed, bool count_changed, bool floor_changed);

@@ -16,11 +16,10 @@
 #define DEFAULT_DEVICE "/dev/cpu_dma_latency"
 #define DEFAULT_STATE_DIR "/var/lib/pmqos"
 
+#define DEFAULT_SYSFS_ROOT "/sys"
+
 typedef struct Options {
-        const char *device;
-        const char *state_dir;
-        unsigned max_per_connection;
-        unsigned max_per_uid;
+        ManagerConfig config;
         bool verbose;
 } Options;
 
@@ -29,6 +28,10 @@ static void help(void) {
                "Broker of CPU latency requests on the system bus (%s).\n\n"
                "  --device PATH     the latency device (default %s)\n"
                "  --state-dir DIR   where persistent state lives (default %s)\n"
+               "  --sysfs-root DIR  where per-CPU latency files are found (default %s,\n"
+               "                    or $PMQOS_SYSFS_ROOT)\n"
+               "  --max-timeout SECONDS\n"
+               "                    longest \"timeout\" a request may have (default %u)\n"
                "  --max-requests-per-connection N\n"
                "                    live requests one connection may hold (default %u)\n"
                "  --max-requests-per-uid N\n"
@@ -36,11 +39,12 @@ static void help(void) {
                "  --verbose         log every request\n"
                "  --version         print the version and exit\n"
                "  --help            print this help and exit\n",
-               PMQOS_BUS_NAME, DEFAULT_DEVICE, DEFAULT_STATE_DIR, PMQOS_DEFAULT_MAX_PER_CONNECTION,
+               PMQOS_BUS_NAME, DEFAULT_DEVICE, DEFAULT_STATE_DIR, DEFAULT_SYSFS_ROOT, PMQOS_DEFAULT_MAX_TIMEOUT_SEC,
+               PMQOS_DEFAULT_MAX_PER_CONNECTION,
                PMQOS_DEFAULT_MAX_PER_UID);
 }
 
-#define LIMIT_MAX 1000000u
+#define LIMIT_MAX 100000000u
 
 static int parse_limit(const char *s, unsigned *ret) {
         char *end;
@@ -57,6 +61,8 @@ static int parse_argv(int argc, char *argv[], Options *o) {
         enum {
                 ARG_DEVICE = 0x100,
                 ARG_STATE_DIR,
+                ARG_SYSFS_ROOT,
+                ARG_MAX_TIMEOUT,
                 ARG_MAX_PER_CONNECTION,
                 ARG_MAX_PER_UID,
                 ARG_VERBOSE,
@@ -66,6 +72,8 @@ static int parse_argv(int argc, char *argv[], Options *o) {
         static const struct option options[] = {
                 { "device", required_argument, NULL, ARG_DEVICE },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
+                { "max-timeout", required_argument, NULL, ARG_MAX_TIMEOUT },
                 { "max-requests-per-connection", required_argument, NULL, ARG_MAX_PER_CONNECTION },
                 { "max-requests-per-uid", required_argument, NULL, ARG_MAX_PER_UID },
                 { "verbose", no_argument, NULL, ARG_VERBOSE },
@@ -75,25 +83,34 @@ static int parse_argv(int argc, char *argv[], Options *o) {
         };
         int c;
 
-        *o = (Options) {
+        const char *env_root = getenv("PMQOS_SYSFS_ROOT");
+        *o = (Options) { .config = {
                 .device = DEFAULT_DEVICE,
                 .state_dir = DEFAULT_STATE_DIR,
+                .sysfs_root = env_root && *env_root ? env_root : DEFAULT_SYSFS_ROOT,
                 .max_per_connection = PMQOS_DEFAULT_MAX_PER_CONNECTION,
                 .max_per_uid = PMQOS_DEFAULT_MAX_PER_UID,
-        };
+                .max_timeout_sec = PMQOS_DEFAULT_MAX_TIMEOUT_SEC,
+        } };
         while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
                 switch (c) {
                 case ARG_DEVICE:
-                        o->device = optarg;
+                        o->config.device = optarg;
                         break;
                 case ARG_STATE_DIR:
-                        o->state_dir = optarg;
+                        o->config.state_dir = optarg;
                         break;
+                case ARG_SYSFS_ROOT:
+                        o->config.sysfs_root = optarg;
+                        break;
+                case ARG_MAX_TIMEOUT:
                 case ARG_MAX_PER_CONNECTION:
                 case ARG_MAX_PER_UID: {
-                        unsigned *target = c == ARG_MAX_PER_UID ? &o->max_per_uid : &o->max_per_connection;
+                        unsigned *target = c == ARG_MAX_PER_UID          ? &o->config.max_per_uid
+                                           : c == ARG_MAX_PER_CONNECTION ? &o->config.max_per_connection
+                                                                         : &o->config.max_timeout_sec;
                         if (parse_limit(optarg, target) < 0) {
-                                fprintf(stderr, "pmqosd: invalid limit \"%s\"; give a number from 1 to %u.\n", optarg,
+                                fprintf(stderr, "pmqosd: invalid number \"%s\"; give one from 1 to %u.\n", optarg,
                                         LIMIT_MAX);
                                 return -EINVAL;
                         }
@@ -171,12 +188,16 @@ static int run(int argc, char *argv[]) {
                 return 1;
         }
 
-        r = manager_new(&m, event, bus, o.device);
+        r = manager_new(&m, event, bus, &o.config);
         if (r < 0)
                 return 1; /* manager_new said why */
 
-        m->max_per_connection = o.max_per_connection;
-        m->max_per_uid = o.max_per_uid;
+        /* The kernel gets the saved bounds before any client can ask. */
+        r = manager_load_state(m);
+        if (r < 0) {
+                manager_free(m);
+                return 1;
+        }
 
         r = manager_add_objects(m);
         if (r < 0) {
@@ -193,7 +214,7 @@ static int run(int argc, char *argv[]) {
                 return 1;
         }
 
-        log_info("Serving %s on %s.", PMQOS_BUS_NAME, o.device);
+        log_info("Serving %s on %s.", PMQOS_BUS_NAME, o.config.device);
         r = sd_event_loop(event);
         manager_free(m);
         if (r < 0) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The effective value is derived, never stored apart from what the kernel was
- * last given: a commit recomputes it from the store and the floor. */
+/* The effective values are derived, never stored apart from what the kernel
+ * was last given: a commit recomputes them from the store and the floor. */
 
 #include "manager.h"
 
@@ -15,6 +15,7 @@
 #include "bus.h"
 #include "client.h"
 #include "log.h"
+#include "state.h"
 
 static uint64_t random_seed(void) {
         uint64_t seed = 0;
@@ -26,7 +27,15 @@ static uint64_t random_seed(void) {
         return seed;
 }
 
-int manager_new(Manager **ret, sd_event *event, sd_bus *bus, const char *device) {
+int64_t now_realtime_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int on_expiry(sd_event_source *s, uint64_t usec, void *userdata);
+
+int manager_new(Manager **ret, sd_event *event, sd_bus *bus, const ManagerConfig *config) {
         int r;
 
         Manager *m = calloc(1, sizeof(Manager));
@@ -38,20 +47,32 @@ int manager_new(Manager **ret, sd_event *event, sd_bus *bus, const char *device)
         m->sink = (Sink) SINK_INIT;
         m->floor = PMQOS_LATENCY_NONE;
         m->effective = PMQOS_LATENCY_NONE;
-        m->max_per_connection = PMQOS_DEFAULT_MAX_PER_CONNECTION;
-        m->max_per_uid = PMQOS_DEFAULT_MAX_PER_UID;
+        m->max_per_connection = config->max_per_connection;
+        m->max_per_uid = config->max_per_uid;
+        m->max_timeout_sec = config->max_timeout_sec;
         store_init(&m->store, random_seed());
         hashmap_init(&m->clients, &hashmap_string_ops);
 
-        r = sink_open(&m->sink, device);
+        m->state_dir = strdup(config->state_dir);
+        if (!m->state_dir || cpu_sink_init(&m->cpus, config->sysfs_root) < 0) {
+                manager_free(m);
+                return -ENOMEM;
+        }
+
+        r = sink_open(&m->sink, config->device);
         if (r < 0) {
-                log_error("Cannot open %s: %s", device, strerror(-r));
+                log_error("Cannot open %s: %s", config->device, strerror(-r));
                 manager_free(m);
                 return r;
         }
 
-        r = auth_new(&m->auth, event);
+        r = sd_event_add_time(event, &m->expiry_source, CLOCK_REALTIME, UINT64_MAX, 1000, on_expiry, m);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->expiry_source, SD_EVENT_OFF);
+        if (r >= 0)
+                r = auth_new(&m->auth, event);
         if (r < 0) {
+                log_error("Cannot set up the event loop: %s", strerror(-r));
                 manager_free(m);
                 return r;
         }
@@ -64,40 +85,218 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
 
+        /* Give every CPU back what it had; the device request goes with the fd. */
+        if (m->cpus.n_originals > 0) {
+                int r = cpu_sink_restore_all(&m->cpus);
+                if (r < 0)
+                        log_error("Cannot restore every CPU's pm_qos_resume_latency_us: %s", strerror(-r));
+                m->state_dirty = true;
+        }
+        if (m->state_dirty && m->state_dir) {
+                TextBuffer b = {};
+                if (state_serialize(&m->store, m->floor, NULL, 0, &b) >= 0)
+                        (void) state_save(m->state_dir, b.data, b.len);
+                free(b.data);
+        }
+
         store_done(&m->store);
         clients_free_all(m);
         auth_free(m->auth);
+        sd_event_source_disable_unref(m->expiry_source);
         sink_close(&m->sink);
+        cpu_sink_done(&m->cpus);
+        free(m->state_dir);
         sd_bus_unref(m->bus);
         sd_event_unref(m->event);
         free(m);
         return NULL;
 }
 
-int manager_commit(Manager *m) {
-        int32_t effective = effective_latency(store_min(&m->store), m->floor);
+/* ---- persistence ---- */
 
-        int r = sink_apply(&m->sink, effective);
-        if (r < 0)
+static int save_state(Manager *m) {
+        TextBuffer b = {};
+        int r = state_serialize(&m->store, m->floor, m->cpus.originals, m->cpus.n_originals, &b);
+        if (r >= 0)
+                r = state_save(m->state_dir, b.data, b.len);
+        free(b.data);
+        if (r < 0) {
+                /* Keep serving from memory; the next change tries again. */
+                log_error("Cannot save state to %s: %s; persistent requests live in memory only until it works.",
+                          m->state_dir, strerror(-r));
                 return r;
+        }
+        m->state_dirty = false;
+        return 0;
+}
 
-        if (effective != m->effective) {
-                m->effective = effective;
-                m->latency_changed = true;
+int manager_load_state(Manager *m) {
+        StateData d;
+        int r;
+
+        r = state_dir_prepare(m->state_dir);
+        if (r < 0) {
+                log_error("Cannot use state directory %s: %s", m->state_dir, strerror(-r));
+                return r;
+        }
+        r = state_load(m->state_dir, &d);
+        if (r < 0) {
+                log_error("Cannot load state from %s: %s", m->state_dir, strerror(-r));
+                return r;
+        }
+
+        /* Originals in the file mean the last run died while constraining CPUs. */
+        if (d.n_originals > 0) {
+                r = cpu_sink_restore_originals(&m->cpus, d.originals, d.n_originals);
+                if (r < 0)
+                        log_error("Cannot restore CPU latency values left by the previous run: %s", strerror(-r));
+                else
+                        log_info("Restored the per-CPU latency values of %zu CPU(s) left by the previous run.",
+                                 d.n_originals);
+                m->state_dirty = true;
+        }
+
+        int64_t now = now_realtime_usec();
+        size_t n_loaded = 0;
+        m->floor = d.floor;
+        for (size_t i = 0; i < d.n_requests; i++) {
+                Request *req = d.requests[i];
+                if (req->expires_usec > 0 && req->expires_usec <= now) {
+                        m->state_dirty = true;
+                        continue; /* ended while we were down */
+                }
+                if (!req->exec)
+                        req->exec = strdup("");
+                if (!req->reason)
+                        req->reason = strdup("");
+                if (store_get(&m->store, req->cookie) || store_add(&m->store, req, NULL) < 0)
+                        continue;
+                d.requests[i] = NULL;
+                n_loaded++;
+        }
+        state_data_done(&d);
+
+        r = manager_commit(m);
+        if (r < 0) {
+                log_error("Cannot apply the saved latency requests: %s", strerror(-r));
+                return r;
+        }
+        m->latency_changed = m->requests_changed = m->floor_changed = false;
+        m->reported_count = store_size(&m->store);
+        if (n_loaded > 0 || m->floor >= 0)
+                log_info("Loaded %zu persistent request(s) and floor %d from %s.", n_loaded, (int) m->floor,
+                         m->state_dir);
+        return 0;
+}
+
+/* ---- committing ---- */
+
+static void arm_expiry(Manager *m) {
+        int64_t next = store_next_expiry(&m->store);
+        if (next <= 0) {
+                (void) sd_event_source_set_enabled(m->expiry_source, SD_EVENT_OFF);
+                return;
+        }
+        (void) sd_event_source_set_time(m->expiry_source, (uint64_t) next);
+        (void) sd_event_source_set_enabled(m->expiry_source, SD_EVENT_ONESHOT);
+}
+
+static int commit_cpus(Manager *m) {
+        bool remembered = false;
+        int r;
+
+        /* Record every original before the first write that would lose it. */
+        for (uint32_t cpu = 0; cpu < m->store.n_cpu_heaps; cpu++) {
+                int32_t target = effective_latency(store_cpu_min(&m->store, cpu), m->floor);
+                if (target >= 0 && !cpu_sink_constrains(&m->cpus, cpu)) {
+                        r = cpu_sink_remember(&m->cpus, cpu);
+                        if (r < 0)
+                                return r;
+                        remembered = true;
+                }
+        }
+        if (remembered)
+                (void) save_state(m);
+
+        for (uint32_t cpu = 0; cpu < m->store.n_cpu_heaps; cpu++) {
+                int32_t target = effective_latency(store_cpu_min(&m->store, cpu), m->floor);
+                if (target == cpu_sink_written(&m->cpus, cpu))
+                        continue;
+                r = cpu_sink_write(&m->cpus, cpu, target);
+                if (r < 0)
+                        return r;
+                if (target < 0)
+                        m->state_dirty = true; /* an original went back and is forgotten */
         }
         return 0;
 }
 
+int manager_commit(Manager *m) {
+        int32_t effective = effective_latency(store_min(&m->store), m->floor);
+        int r;
+
+        r = sink_apply(&m->sink, effective);
+        if (r < 0)
+                return r;
+        if (effective != m->effective) {
+                m->effective = effective;
+                m->latency_changed = true;
+        }
+
+        if (m->store.n_cpu_heaps > 0 || m->cpus.n_originals > 0) {
+                r = commit_cpus(m);
+                if (r < 0)
+                        return r;
+        }
+
+        arm_expiry(m);
+        if (m->state_dirty)
+                (void) save_state(m);
+        return 0;
+}
+
+static int on_expiry(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        int64_t now = now_realtime_usec();
+        unsigned n = 0;
+        Request *req;
+
+        (void) s, (void) usec;
+        while ((req = store_first_expired(&m->store, now))) {
+                log_debug("Request %" PRIu32 " reached its deadline.", req->cookie);
+                if (req->persistent)
+                        m->state_dirty = true;
+                store_remove(&m->store, req);
+                n++;
+        }
+        if (n > 0)
+                m->requests_changed = true;
+        int r = manager_commit(m);
+        if (r < 0)
+                log_error("Cannot lift expired requests: %s", strerror(-r));
+        manager_emit_signals(m);
+        return 0;
+}
+
 void manager_emit_signals(Manager *m) {
-        if (!m->latency_changed && !m->requests_changed)
+        size_t count = store_size(&m->store);
+        bool count_changed = count != m->reported_count;
+
+        if (!m->latency_changed && !m->requests_changed && !m->floor_changed && !count_changed)
                 return;
 
         int r = bus_upower_emit(m, m->latency_changed, m->requests_changed);
+        if (r >= 0)
+                r = bus_native_emit(m, m->latency_changed, count_changed, m->floor_changed);
         if (r < 0)
                 log_warning("Cannot emit change signals: %s", strerror(-r));
-        m->latency_changed = m->requests_changed = false;
+        m->reported_count = count;
+        m->latency_changed = m->requests_changed = m->floor_changed = false;
 }
 
 int manager_add_objects(Manager *m) {
-        return bus_upower_add(m);
+        int r = bus_upower_add(m);
+        if (r < 0)
+                return r;
+        return bus_native_add(m);
 }

@@ -8,6 +8,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "cpu-sink.h"
 #include "hashmap.h"
 #include "sink.h"
 #include "store.h"
@@ -16,9 +17,20 @@
 #define PMQOS_OBJECT_PATH "/org/freedesktop/PMQoS"
 #define UPOWER_POLICY_PATH "/org/freedesktop/UPower/Policy"
 #define UPOWER_QOS_INTERFACE "org.freedesktop.UPower.QoS"
+#define PMQOS_INTERFACE "org.freedesktop.PMQoS"
 
 #define PMQOS_DEFAULT_MAX_PER_CONNECTION 64u
 #define PMQOS_DEFAULT_MAX_PER_UID 256u
+#define PMQOS_DEFAULT_MAX_TIMEOUT_SEC 86400u
+
+typedef struct ManagerConfig {
+        const char *device;
+        const char *state_dir;
+        const char *sysfs_root;
+        unsigned max_per_connection;
+        unsigned max_per_uid;
+        uint32_t max_timeout_sec;
+} ManagerConfig;
 
 typedef struct Auth Auth;
 typedef struct Client Client;
@@ -28,7 +40,10 @@ typedef struct Manager {
         sd_bus *bus;
         Store store;
         Sink sink;
+        CpuSink cpus;
         Auth *auth;
+        char *state_dir;
+        sd_event_source *expiry_source;
         Hashmap clients; /* unique bus name → Client, for clients still on the bus */
 
         int32_t floor;     /* administrator minimum, PMQOS_LATENCY_NONE if unset */
@@ -36,20 +51,30 @@ typedef struct Manager {
 
         unsigned max_per_connection;
         unsigned max_per_uid;
+        uint32_t max_timeout_sec;
+
+        size_t reported_count; /* RequestCount as last announced */
+        bool state_dirty;      /* persistent requests, floor or CPU originals changed */
 
         bool latency_changed;  /* signals owed for the change being committed */
         bool requests_changed;
+        bool floor_changed;
         bool verbose;
 } Manager;
 
-int manager_new(Manager **ret, sd_event *event, sd_bus *bus, const char *device);
+int manager_new(Manager **ret, sd_event *event, sd_bus *bus, const ManagerConfig *config);
+/* Restores what a crashed run left on CPUs, loads persistent requests and the
+ * floor, and brings the kernel to them: before the bus name is taken. */
+int manager_load_state(Manager *m);
 Manager *manager_free(Manager *m);
 
-/* Recomputes the effective value and brings the kernel to it. On failure the
- * previous value stays in force (in the kernel and in m->effective): the
- * caller undoes its change of the store. */
+/* Recomputes the effective values and brings the kernel (device and CPUs) to
+ * them, then saves state if persistent data changed. On failure the caller
+ * undoes its change of the store and commits again. */
 int manager_commit(Manager *m);
 /* Emits the signals owed by the last commits. Call after the method reply. */
 void manager_emit_signals(Manager *m);
 
 int manager_add_objects(Manager *m);
+
+int64_t now_realtime_usec(void);

@@ -31,6 +31,7 @@ Op *op_free(Op *op) {
                 sd_bus_message_unref(op->message);
                 client_unref(op->client);
                 free(op->reason);
+                free(op->cpus);
                 free(op);
         }
         return NULL;
@@ -40,12 +41,6 @@ static void op_reply_error(Op *op, const char *name, const char *message) {
         int r = sd_bus_reply_method_errorf(op->message, name, "%s", message);
         if (r < 0)
                 log_debug("Cannot send error reply to %s: %s", op->client ? op->client->name : "?", strerror(-r));
-}
-
-static int64_t now_realtime_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* ---- acting ---- */
@@ -74,10 +69,13 @@ static bool check_limits(Op *op) {
         return true;
 }
 
+/* The store is back as it was: bring the kernel back too, then tell the caller. */
 static void reply_commit_failure(Op *op, int r) {
         char msg[256];
-        snprintf(msg, sizeof(msg), "Cannot write the latency bound to %s: %s.", op->manager->sink.path,
-                 strerror(-r));
+        (void) manager_commit(op->manager);
+        op->manager->latency_changed = false;
+        snprintf(msg, sizeof(msg), "Cannot write the latency bound to the kernel (%s): %s.",
+                 op->manager->sink.path, strerror(-r));
         log_error("%s", msg);
         op_reply_error(op, PMQOS_ERROR_FAILED, msg);
 }
@@ -105,7 +103,7 @@ static void execute_request(Op *op) {
         req->exec = strdup(c->exec);
         req->sender = strdup(c->name);
         req->reason = strdup(op->reason ?: "");
-        if (!req->exec || !req->sender || !req->reason) {
+        if (!req->exec || !req->sender || !req->reason || request_set_cpus(req, op->cpus, op->n_cpus) < 0) {
                 request_free(req);
                 op_reply_error(op, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
                 return;
@@ -118,6 +116,8 @@ static void execute_request(Op *op) {
                 op_reply_error(op, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
                 return;
         }
+        if (req->persistent)
+                m->state_dirty = true;
         r = manager_commit(m);
         if (r < 0) {
                 store_remove(&m->store, req);
@@ -144,8 +144,10 @@ static void execute_update_or_cancel(Op *op) {
                 return;
         }
 
+        if (req->persistent)
+                m->state_dirty = true;
         if (op->kind == OP_CANCEL) {
-                /* Take it out of the heap first, so a failed write can put it back as it was. */
+                /* Take it out of the heaps first, so a failed write can put it back as it was. */
                 int32_t old = req->value;
                 if (store_update(&m->store, req, PMQOS_LATENCY_NONE) < 0) {
                         op_reply_error(op, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
@@ -190,9 +192,12 @@ static void execute_set_floor(Op *op) {
         int r;
 
         m->floor = op->value;
+        if (old != m->floor)
+                m->state_dirty = m->floor_changed = true;
         r = manager_commit(m);
         if (r < 0) {
                 m->floor = old;
+                m->floor_changed = false;
                 reply_commit_failure(op, r);
                 return;
         }

@@ -33,6 +33,8 @@ typedef struct Op {
         bool persistent;
         char *reason;
         uint64_t timeout_usec; /* 0: none */
+        uint32_t *cpus;
+        size_t n_cpus;
 } Op;
 
 Op *op_new(Manager *m, sd_bus_message *message, OpKind kind);

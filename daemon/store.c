@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct UidCount {
         uint32_t uid; /* first: the map's key points here */
@@ -30,9 +31,13 @@ void store_done(Store *s) {
                 store_remove(s, s->all_head);
         hashmap_clear(&s->by_cookie);
         hashmap_clear(&s->by_uid);
-        free(s->heap);
-        s->heap = NULL;
-        s->n_heap = s->heap_cap = 0;
+        heap_done(&s->values);
+        heap_done(&s->expiries);
+        for (uint32_t i = 0; i < s->n_cpu_heaps; i++)
+                heap_done(&s->cpu_heaps[i]);
+        free(s->cpu_heaps);
+        s->cpu_heaps = NULL;
+        s->n_cpu_heaps = 0;
 }
 
 Request *request_new(Store *s) {
@@ -45,7 +50,8 @@ Request *request_new(Store *s) {
         while (r->cookie == 0 || store_get(s, r->cookie));
 
         r->value = PMQOS_LATENCY_NONE;
-        r->heap_idx = SIZE_MAX;
+        r->value_node = (HeapNode) HEAP_NODE_INIT;
+        r->expiry_node = (HeapNode) HEAP_NODE_INIT;
         return r;
 }
 
@@ -54,73 +60,105 @@ Request *request_free(Request *r) {
                 free(r->exec);
                 free(r->reason);
                 free(r->sender);
+                free(r->cpus);
+                free(r->cpu_nodes);
                 free(r);
         }
         return NULL;
 }
 
-/* ---- the heap ---- */
-
-static void heap_set(Store *s, size_t i, Request *r) {
-        s->heap[i] = r;
-        r->heap_idx = i;
+static int cmp_u32(const void *a, const void *b) {
+        uint32_t x = *(const uint32_t *) a, y = *(const uint32_t *) b;
+        return x < y ? -1 : x > y;
 }
 
-static void heap_sift_up(Store *s, size_t i) {
-        Request *r = s->heap[i];
-        while (i > 0) {
-                size_t parent = (i - 1) / 2;
-                if (s->heap[parent]->value <= r->value)
-                        break;
-                heap_set(s, i, s->heap[parent]);
-                i = parent;
+int request_set_cpus(Request *r, const uint32_t *cpus, size_t n) {
+        uint32_t *copy = NULL;
+        CpuNode *nodes = NULL;
+
+        if (n > 0) {
+                copy = malloc(n * sizeof(uint32_t));
+                nodes = calloc(n, sizeof(CpuNode));
+                if (!copy || !nodes) {
+                        free(copy);
+                        free(nodes);
+                        return -ENOMEM;
+                }
+                memcpy(copy, cpus, n * sizeof(uint32_t));
+                qsort(copy, n, sizeof(uint32_t), cmp_u32);
+                size_t k = 0;
+                for (size_t i = 0; i < n; i++)
+                        if (k == 0 || copy[k - 1] != copy[i])
+                                copy[k++] = copy[i];
+                n = k;
+                for (size_t i = 0; i < n; i++)
+                        nodes[i] = (CpuNode) { .node = HEAP_NODE_INIT, .request = r, .cpu = copy[i] };
         }
-        heap_set(s, i, r);
-}
-
-static void heap_sift_down(Store *s, size_t i) {
-        Request *r = s->heap[i];
-        for (;;) {
-                size_t child = 2 * i + 1;
-                if (child >= s->n_heap)
-                        break;
-                if (child + 1 < s->n_heap && s->heap[child + 1]->value < s->heap[child]->value)
-                        child++;
-                if (r->value <= s->heap[child]->value)
-                        break;
-                heap_set(s, i, s->heap[child]);
-                i = child;
-        }
-        heap_set(s, i, r);
-}
-
-static int heap_reserve(Store *s) {
-        if (s->n_heap < s->heap_cap)
-                return 0;
-        size_t cap = s->heap_cap ? s->heap_cap * 2 : 64;
-        Request **h = realloc(s->heap, cap * sizeof(Request *));
-        if (!h)
-                return -ENOMEM;
-        s->heap = h;
-        s->heap_cap = cap;
+        free(r->cpus);
+        free(r->cpu_nodes);
+        r->cpus = copy;
+        r->cpu_nodes = nodes;
+        r->n_cpus = n;
         return 0;
 }
 
-static void heap_insert(Store *s, Request *r) {
-        /* Room was reserved by the caller. */
-        heap_set(s, s->n_heap++, r);
-        heap_sift_up(s, r->heap_idx);
+/* ---- the heaps a request belongs to ---- */
+
+static int cpu_heaps_grow(Store *s, uint32_t cpu) {
+        if (cpu < s->n_cpu_heaps)
+                return 0;
+        if (cpu >= PMQOS_MAX_CPUS)
+                return -EINVAL;
+        uint32_t n = cpu + 1;
+        Heap *heaps = realloc(s->cpu_heaps, n * sizeof(Heap));
+        if (!heaps)
+                return -ENOMEM;
+        for (uint32_t i = s->n_cpu_heaps; i < n; i++)
+                heaps[i] = (Heap) {};
+        s->cpu_heaps = heaps;
+        s->n_cpu_heaps = n;
+        return 0;
 }
 
-static void heap_delete(Store *s, Request *r) {
-        size_t i = r->heap_idx;
-        r->heap_idx = SIZE_MAX;
-        Request *last = s->heap[--s->n_heap];
-        if (last == r)
-                return;
-        heap_set(s, i, last);
-        heap_sift_up(s, i);
-        heap_sift_down(s, last->heap_idx);
+/* Reserves room in every heap r will join with this value, so joining cannot fail. */
+static int reserve_value_heaps(Store *s, const Request *r, int32_t value) {
+        int k;
+
+        if (value < 0)
+                return 0;
+        if (r->n_cpus == 0)
+                return heap_contains(&r->value_node) ? 0 : heap_reserve(&s->values);
+        for (size_t i = 0; i < r->n_cpus; i++) {
+                k = cpu_heaps_grow(s, r->cpus[i]);
+                if (k < 0)
+                        return k;
+                if (!heap_contains(&r->cpu_nodes[i].node)) {
+                        k = heap_reserve(&s->cpu_heaps[r->cpus[i]]);
+                        if (k < 0)
+                                return k;
+                }
+        }
+        return 0;
+}
+
+static void place_in_heap(Heap *h, HeapNode *node, int32_t value) {
+        if (value < 0) {
+                if (heap_contains(node))
+                        heap_delete(h, node);
+        } else if (heap_contains(node))
+                heap_set_key(h, node, value);
+        else {
+                node->key = value;
+                heap_insert(h, node);
+        }
+}
+
+static void place_value(Store *s, Request *r, int32_t value) {
+        if (r->n_cpus == 0)
+                place_in_heap(&s->values, &r->value_node, value);
+        else
+                for (size_t i = 0; i < r->n_cpus; i++)
+                        place_in_heap(&s->cpu_heaps[r->cpus[i]], &r->cpu_nodes[i].node, value);
 }
 
 /* ---- per-uid counts ---- */
@@ -187,8 +225,11 @@ int store_add(Store *s, Request *r, RequestOwner *owner) {
         int k;
 
         /* Reserve everything first so that a failure leaves the store untouched. */
-        if (r->value >= 0) {
-                k = heap_reserve(s);
+        k = reserve_value_heaps(s, r, r->value);
+        if (k < 0)
+                return k;
+        if (r->expires_usec > 0) {
+                k = heap_reserve(&s->expiries);
                 if (k < 0)
                         return k;
         }
@@ -201,8 +242,11 @@ int store_add(Store *s, Request *r, RequestOwner *owner) {
                 return k;
         }
 
-        if (r->value >= 0)
-                heap_insert(s, r);
+        place_value(s, r, r->value);
+        if (r->expires_usec > 0) {
+                r->expiry_node.key = r->expires_usec;
+                heap_insert(&s->expiries, &r->expiry_node);
+        }
         if (owner)
                 owner_link(owner, r);
 
@@ -218,8 +262,9 @@ int store_add(Store *s, Request *r, RequestOwner *owner) {
 
 void store_remove(Store *s, Request *r) {
         hashmap_remove(&s->by_cookie, &r->cookie);
-        if (r->heap_idx != SIZE_MAX)
-                heap_delete(s, r);
+        place_value(s, r, PMQOS_LATENCY_NONE);
+        if (heap_contains(&r->expiry_node))
+                heap_delete(&s->expiries, &r->expiry_node);
         owner_unlink(r);
         uid_unref(s, r->uid);
 
@@ -236,22 +281,11 @@ void store_remove(Store *s, Request *r) {
 }
 
 int store_update(Store *s, Request *r, int32_t value) {
-        int32_t old = r->value;
-
-        /* Joining the heap may need memory: reserve before touching anything. */
-        if (r->heap_idx == SIZE_MAX && value >= 0 && heap_reserve(s) < 0)
-                return -ENOMEM;
-
+        int k = reserve_value_heaps(s, r, value);
+        if (k < 0)
+                return k;
         r->value = value;
-        if (r->heap_idx != SIZE_MAX) {
-                if (value < 0)
-                        heap_delete(s, r);
-                else if (value < old)
-                        heap_sift_up(s, r->heap_idx);
-                else
-                        heap_sift_down(s, r->heap_idx);
-        } else if (value >= 0)
-                heap_insert(s, r);
+        place_value(s, r, value);
         return 0;
 }
 
@@ -277,7 +311,25 @@ unsigned store_drop_owner(Store *s, RequestOwner *owner) {
 }
 
 int32_t store_min(const Store *s) {
-        return s->n_heap > 0 ? s->heap[0]->value : PMQOS_LATENCY_NONE;
+        const HeapNode *top = heap_top(&s->values);
+        return top ? (int32_t) top->key : PMQOS_LATENCY_NONE;
+}
+
+int32_t store_cpu_min(const Store *s, uint32_t cpu) {
+        const HeapNode *top = cpu < s->n_cpu_heaps ? heap_top(&s->cpu_heaps[cpu]) : NULL;
+        return top ? (int32_t) top->key : PMQOS_LATENCY_NONE;
+}
+
+int64_t store_next_expiry(const Store *s) {
+        const HeapNode *top = heap_top(&s->expiries);
+        return top ? top->key : 0;
+}
+
+Request *store_first_expired(const Store *s, int64_t now) {
+        HeapNode *top = heap_top(&s->expiries);
+        if (!top || top->key > now)
+                return NULL;
+        return (Request *) ((char *) top - offsetof(Request, expiry_node));
 }
 
 size_t store_size(const Store *s) {

@@ -9,9 +9,11 @@
 #include <sys/types.h>
 
 #include "hashmap.h"
+#include "heap.h"
 
 #define PMQOS_LATENCY_MAX_US 2000000000 /* also the kernel's "no constraint" */
 #define PMQOS_LATENCY_NONE (-1)          /* listed, never constrains */
+#define PMQOS_MAX_CPUS 8192u             /* the kernel's NR_CPUS ceiling */
 
 typedef enum QosType {
         QOS_TYPE_CPU_DMA,
@@ -19,6 +21,13 @@ typedef enum QosType {
 } QosType;
 
 typedef struct Request Request;
+
+/* A per-CPU request sits in one heap per CPU it names. */
+typedef struct CpuNode {
+        HeapNode node;
+        Request *request;
+        uint32_t cpu;
+} CpuNode;
 
 /* Everything one bus connection holds; embedded in that connection's record. */
 typedef struct RequestOwner {
@@ -38,18 +47,24 @@ struct Request {
         int64_t created_usec; /* CLOCK_REALTIME */
         int64_t expires_usec; /* CLOCK_REALTIME deadline, 0 = never */
         bool persistent;
+        uint32_t *cpus; /* sorted, unique; NULL/0: the global device */
+        size_t n_cpus;
 
         RequestOwner *owner;
         Request *owner_prev, *owner_next;
         Request *all_prev, *all_next; /* creation order, for listings */
-        size_t heap_idx;              /* position in the value heap, or SIZE_MAX */
+        HeapNode value_node;          /* in Store.values: global, value >= 0 */
+        HeapNode expiry_node;         /* in Store.expiries: expires_usec > 0 */
+        CpuNode *cpu_nodes;           /* n_cpus of them, in Store.cpu_heaps[cpu] when value >= 0 */
 };
 
 typedef struct Store {
         Hashmap by_cookie;
         Hashmap by_uid; /* uid → UidCount */
-        Request **heap; /* min-heap on value; requests of PMQOS_LATENCY_NONE stay out */
-        size_t n_heap, heap_cap;
+        Heap values;    /* global requests by value; PMQOS_LATENCY_NONE stays out */
+        Heap expiries;  /* timed requests by deadline */
+        Heap *cpu_heaps; /* per-CPU requests by value, indexed by CPU number */
+        uint32_t n_cpu_heaps;
         Request *all_head, *all_tail;
         uint64_t rng;
 } Store;
@@ -60,6 +75,8 @@ void store_done(Store *s); /* frees every request */
 /* Allocates a request with a fresh random non-zero cookie that no live request uses. */
 Request *request_new(Store *s);
 Request *request_free(Request *r);
+/* Sets the CPUs of a request not yet added (copied, sorted, de-duplicated). */
+int request_set_cpus(Request *r, const uint32_t *cpus, size_t n);
 
 /* Takes ownership of r. owner may be NULL (the request belongs to nobody on the bus). */
 int store_add(Store *s, Request *r, RequestOwner *owner);
@@ -73,8 +90,14 @@ Request *store_get(const Store *s, uint32_t cookie);
  * others (persistent or timed). Returns how many requests were freed or detached. */
 unsigned store_drop_owner(Store *s, RequestOwner *owner);
 
-/* The strictest live value, or PMQOS_LATENCY_NONE. */
+/* The strictest live value of global requests, or PMQOS_LATENCY_NONE. */
 int32_t store_min(const Store *s);
+/* The strictest live value of requests naming this CPU, or PMQOS_LATENCY_NONE. */
+int32_t store_cpu_min(const Store *s, uint32_t cpu);
+/* The earliest deadline of a timed request, or 0. */
+int64_t store_next_expiry(const Store *s);
+/* A request whose deadline is at or before now, or NULL. */
+Request *store_first_expired(const Store *s, int64_t now);
 size_t store_size(const Store *s);
 unsigned store_count_uid(const Store *s, uid_t uid);
 

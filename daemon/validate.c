@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-bus.h>
 
@@ -59,4 +60,131 @@ int check_latency_value(int32_t value, ValidationError *err) {
         return fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS,
                     "Latency ", buf,
                     " µs is out of range; use 0 … 2000000000 µs, or -1 for no requirement.");
+}
+
+void request_options_done(RequestOptions *o) {
+        free(o->reason);
+        free(o->cpus);
+        *o = (RequestOptions) {};
+}
+
+static int option_error(ValidationError *err, const char *key, const char *problem) {
+        return fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS, "Option \"", key, problem);
+}
+
+static int read_cpus(sd_bus_message *m, RequestOptions *o, ValidationError *err) {
+        const void *data;
+        size_t size;
+
+        int r = sd_bus_message_read_array(m, 'u', &data, &size);
+        if (r < 0)
+                return r;
+        size_t n = size / sizeof(uint32_t);
+        if (n > PMQOS_CPUS_MAX)
+                return option_error(err, "cpus", "\" names too many CPUs.");
+        const uint32_t *cpus = data;
+        for (size_t i = 0; i < n; i++)
+                if (cpus[i] >= PMQOS_MAX_CPUS) {
+                        char buf[16];
+                        snprintf(buf, sizeof(buf), "%" PRIu32, cpus[i]);
+                        return fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS, "There is no CPU ", buf, ".");
+                }
+        if (n > 0) {
+                o->cpus = malloc(size);
+                if (!o->cpus)
+                        return -ENOMEM;
+                memcpy(o->cpus, data, size);
+        }
+        o->n_cpus = n;
+        return 0;
+}
+
+int parse_request_options(sd_bus_message *m, uint32_t max_timeout_sec, RequestOptions *ret, ValidationError *err) {
+        RequestOptions o = {};
+        unsigned seen = 0;
+        int r;
+
+        r = sd_bus_message_enter_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+                static const struct {
+                        const char *key, *type;
+                } known[] = { { "reason", "s" }, { "persistent", "b" }, { "timeout", "u" }, { "cpus", "au" } };
+                const char *key, *contents;
+                unsigned i;
+
+                r = sd_bus_message_read(m, "s", &key);
+                if (r < 0)
+                        goto out;
+                for (i = 0; i < ELEMENTSOF(known); i++)
+                        if (strcmp(key, known[i].key) == 0)
+                                break;
+                if (i == ELEMENTSOF(known)) {
+                        r = fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS, "Unknown option \"", key,
+                                 "\"; known options are reason, persistent, timeout and cpus.");
+                        goto out;
+                }
+                if (seen & (1u << i)) {
+                        r = option_error(err, key, "\" is given twice.");
+                        goto out;
+                }
+                seen |= 1u << i;
+
+                r = sd_bus_message_peek_type(m, NULL, &contents);
+                if (r < 0)
+                        goto out;
+                if (strcmp(contents, known[i].type) != 0) {
+                        char problem[96];
+                        snprintf(problem, sizeof(problem), "\" must be of type '%s'.", known[i].type);
+                        r = option_error(err, key, problem);
+                        goto out;
+                }
+                r = sd_bus_message_enter_container(m, 'v', contents);
+                if (r < 0)
+                        goto out;
+
+                if (i == 0) {
+                        const char *reason;
+                        r = sd_bus_message_read(m, "s", &reason);
+                        if (r >= 0 && strlen(reason) > PMQOS_REASON_MAX)
+                                r = option_error(err, key, "\" is longer than 256 bytes.");
+                        else if (r >= 0 && !(o.reason = strdup(reason)))
+                                r = -ENOMEM;
+                } else if (i == 1) {
+                        int b;
+                        r = sd_bus_message_read(m, "b", &b);
+                        o.persistent = b;
+                } else if (i == 2) {
+                        r = sd_bus_message_read(m, "u", &o.timeout_sec);
+                        if (r >= 0 && (o.timeout_sec < 1 || o.timeout_sec > max_timeout_sec)) {
+                                char problem[96];
+                                snprintf(problem, sizeof(problem), "\" must be 1 … %" PRIu32 " seconds.",
+                                         max_timeout_sec);
+                                r = option_error(err, key, problem);
+                        }
+                } else
+                        r = read_cpus(m, &o, err);
+                if (r < 0)
+                        goto out;
+
+                r = sd_bus_message_exit_container(m); /* v */
+                if (r < 0)
+                        goto out;
+                r = sd_bus_message_exit_container(m); /* e */
+                if (r < 0)
+                        goto out;
+        }
+        if (r < 0)
+                goto out;
+        r = sd_bus_message_exit_container(m);
+        if (r < 0)
+                goto out;
+
+        *ret = o;
+        return 0;
+
+out:
+        request_options_done(&o);
+        return r;
 }

@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <systemd/sd-bus.h>
+
 #include "store.h"
 
 #define PMQOS_ERROR_NO_SUCH_REQUEST "org.freedesktop.PMQoS.Error.NoSuchRequest"
@@ -24,3 +26,22 @@ int parse_qos_type(const char *s, QosType *ret, ValidationError *err);
 int check_latency_value(int32_t value, ValidationError *err);
 
 const char *qos_type_to_string(QosType t);
+
+#define PMQOS_REASON_MAX 256u
+#define PMQOS_CPUS_MAX 1024u /* entries in one "cpus" option */
+
+typedef struct RequestOptions {
+        char *reason;        /* NULL if not given */
+        bool persistent;
+        uint32_t timeout_sec; /* 0 if not given */
+        uint32_t *cpus;
+        size_t n_cpus;
+} RequestOptions;
+
+void request_options_done(RequestOptions *o);
+
+/* Reads the a{sv} options of org.freedesktop.PMQoS.Request from m. Unknown
+ * keys, repeated keys, wrong variant types and out-of-range values fail with
+ * InvalidArgs. CPU numbers are checked for range only; the caller checks
+ * that they exist and are online. */
+int parse_request_options(sd_bus_message *m, uint32_t max_timeout_sec, RequestOptions *ret, ValidationError *err);

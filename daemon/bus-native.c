@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* org.freedesktop.PMQoS at /org/freedesktop/PMQoS: requests with options,
+ * in-place updates, full listings and properties. Same store and same op
+ * pipeline as the UPower view, so the two always agree. */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bus.h"
+#include "cpu-sink.h"
+#include "op.h"
+#include "validate.h"
+
+static int reply_validation_error(sd_bus_error *error, const ValidationError *v) {
+        return sd_bus_error_set(error, v->name, v->message);
+}
+
+static int check_cpus_exist(Manager *m, const RequestOptions *o, sd_bus_error *error) {
+        for (size_t i = 0; i < o->n_cpus; i++) {
+                int r = cpu_sink_check_cpu(&m->cpus, o->cpus[i]);
+                if (r == -EHOSTDOWN)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "CPU %" PRIu32 " is offline; bring it online or leave it out.",
+                                                 o->cpus[i]);
+                if (r < 0)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "There is no CPU %" PRIu32 " with a latency bound on this machine.",
+                                                 o->cpus[i]);
+        }
+        return 0;
+}
+
+static int method_request(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *type;
+        int32_t value;
+        QosType t;
+        ValidationError v = {};
+        RequestOptions o;
+        int r;
+
+        r = sd_bus_message_read(message, "si", &type, &value);
+        if (r < 0)
+                return r;
+        if (parse_qos_type(type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
+                return reply_validation_error(error, &v);
+        r = parse_request_options(message, m->max_timeout_sec, &o, &v);
+        if (r < 0)
+                return v.name ? reply_validation_error(error, &v) : r;
+        r = check_cpus_exist(m, &o, error);
+        if (r < 0) {
+                request_options_done(&o);
+                return r;
+        }
+
+        Op *op = op_new(m, message, OP_REQUEST);
+        if (!op) {
+                request_options_done(&o);
+                return -ENOMEM;
+        }
+        op->type = t;
+        op->value = value;
+        op->persistent = o.persistent;
+        op->timeout_usec = (uint64_t) o.timeout_sec * 1000000u;
+        op->reason = o.reason;
+        op->cpus = o.cpus;
+        op->n_cpus = o.n_cpus;
+        return op_start(op);
+}
+
+static int method_update(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        uint32_t cookie;
+        int32_t value;
+        ValidationError v;
+        int r;
+
+        r = sd_bus_message_read(message, "ui", &cookie, &value);
+        if (r < 0)
+                return r;
+        if (check_latency_value(value, &v) < 0)
+                return reply_validation_error(error, &v);
+
+        Op *op = op_new(m, message, OP_UPDATE);
+        if (!op)
+                return -ENOMEM;
+        op->cookie = cookie;
+        op->value = value;
+        return op_start(op);
+}
+
+static int method_cancel(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        uint32_t cookie;
+
+        (void) error;
+        int r = sd_bus_message_read(message, "u", &cookie);
+        if (r < 0)
+                return r;
+
+        Op *op = op_new(m, message, OP_CANCEL);
+        if (!op)
+                return -ENOMEM;
+        op->cookie = cookie;
+        return op_start(op);
+}
+
+static int append_request(sd_bus_message *reply, const Request *req) {
+        int r = sd_bus_message_open_container(reply, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}",
+                                  "cookie", "u", req->cookie,
+                                  "type", "s", qos_type_to_string(req->type),
+                                  "value", "i", req->value,
+                                  "uid", "u", (uint32_t) req->uid,
+                                  "pid", "u", (uint32_t) req->pid,
+                                  "exec", "s", req->exec,
+                                  "reason", "s", req->reason,
+                                  "created", "x", req->created_usec,
+                                  "persistent", "b", (int) req->persistent,
+                                  "expires", "x", req->expires_usec,
+                                  "sender", "s", req->sender ?: "");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'e', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "s", "cpus");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'v', "au");
+        if (r >= 0)
+                r = sd_bus_message_append_array(reply, 'u', req->cpus, req->n_cpus * sizeof(uint32_t));
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_message_close_container(reply);
+}
+
+static int method_list_requests(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        (void) error;
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', "a{sv}");
+        if (r < 0)
+                return r;
+        STORE_FOREACH(req, &m->store) {
+                r = append_request(reply, req);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int property_get_effective(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        return sd_bus_message_append(reply, "i", m->effective);
+}
+
+static int property_get_kernel(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        int32_t v;
+        int r = sink_read(&m->sink, &v);
+        if (r < 0)
+                return sd_bus_error_setf(error, PMQOS_ERROR_FAILED, "Cannot read %s: %s.", m->sink.path,
+                                         strerror(-r));
+        return sd_bus_message_append(reply, "i", v);
+}
+
+static int property_get_minimum(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        return sd_bus_message_append(reply, "i", m->floor);
+}
+
+static int property_get_count(sd_bus *bus, const char *path, const char *interface, const char *property,
+                              sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        return sd_bus_message_append(reply, "u", (uint32_t) store_size(&m->store));
+}
+
+static int property_set_minimum(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                sd_bus_message *value, void *userdata, sd_bus_error *error) {
+        /* Never reached: on_properties_set() takes these calls, because
+         * authorization may have to wait for polkit and a setter cannot. */
+        return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED, "Not authorized to set the minimum latency.");
+}
+
+/* Properties.Set of MinimumLatency goes through the op pipeline like
+ * SetMinimumLatency. Every other message passes through untouched. */
+static int on_properties_set(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *interface, *property, *contents;
+        int32_t value;
+        ValidationError v;
+        int r;
+
+        if (!sd_bus_message_is_method_call(message, "org.freedesktop.DBus.Properties", "Set") ||
+            !sd_bus_message_get_path(message) || strcmp(sd_bus_message_get_path(message), PMQOS_OBJECT_PATH) != 0)
+                return 0;
+        if (sd_bus_message_read(message, "ss", &interface, &property) < 0 ||
+            strcmp(interface, PMQOS_INTERFACE) != 0 || strcmp(property, "MinimumLatency") != 0) {
+                (void) sd_bus_message_rewind(message, true);
+                return 0;
+        }
+
+        r = sd_bus_message_peek_type(message, NULL, &contents);
+        if (r < 0 || strcmp(contents, "i") != 0) {
+                r = sd_bus_reply_method_errorf(message, SD_BUS_ERROR_INVALID_ARGS,
+                                               "MinimumLatency is of type 'i' (µs, or -1 for none).");
+                return r < 0 ? r : 1;
+        }
+        r = sd_bus_message_read(message, "v", "i", &value);
+        if (r < 0)
+                return r;
+        if (check_latency_value(value, &v) < 0) {
+                r = sd_bus_reply_method_errorf(message, v.name, "%s", v.message);
+                return r < 0 ? r : 1;
+        }
+
+        Op *op = op_new(m, message, OP_SET_FLOOR);
+        if (!op)
+                return -ENOMEM;
+        op->type = QOS_TYPE_CPU_DMA;
+        op->value = value;
+        r = op_start(op);
+        return r < 0 ? r : 1;
+}
+
+static int property_get_version(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        return sd_bus_message_append(reply, "s", PMQOS_VERSION);
+}
+
+static const sd_bus_vtable pmqos_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_METHOD_WITH_ARGS("Request",
+                                SD_BUS_ARGS("s", type, "i", value, "a{sv}", options),
+                                SD_BUS_RESULT("u", cookie),
+                                method_request,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Update",
+                                SD_BUS_ARGS("u", cookie, "i", value),
+                                SD_BUS_NO_RESULT,
+                                method_update,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Cancel",
+                                SD_BUS_ARGS("u", cookie),
+                                SD_BUS_NO_RESULT,
+                                method_cancel,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListRequests",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("aa{sv}", requests),
+                                method_list_requests,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_PROPERTY("EffectiveLatency", "i", property_get_effective, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("KernelLatency", "i", property_get_kernel, 0, 0),
+        SD_BUS_WRITABLE_PROPERTY("MinimumLatency", "i", property_get_minimum, property_set_minimum, 0,
+                                 SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE | SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_PROPERTY("RequestCount", "u", property_get_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_VTABLE_END,
+};
+
+int bus_native_add(Manager *m) {
+        int r = sd_bus_add_object_vtable(m->bus, NULL, PMQOS_OBJECT_PATH, PMQOS_INTERFACE, pmqos_vtable, m);
+        if (r < 0)
+                return r;
+        return sd_bus_add_filter(m->bus, NULL, on_properties_set, m);
+}
+
+int bus_native_emit(Manager *m, bool latency_changed, bool count_changed, bool floor_changed) {
+        const char *names[4];
+        size_t n = 0;
+
+        if (latency_changed)
+                names[n++] = "EffectiveLatency";
+        if (count_changed)
+                names[n++] = "RequestCount";
+        if (floor_changed)
+                names[n++] = "MinimumLatency";
+        if (n == 0)
+                return 0;
+        names[n] = NULL;
+        return sd_bus_emit_properties_changed_strv(m->bus, PMQOS_OBJECT_PATH, PMQOS_INTERFACE, (char **) names);
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Per-CPU bounds through sysfs pm_qos_resume_latency_us: one value per CPU
+ * shared by all of user space, so we remember what was there before our
+ * first write and put it back when we no longer constrain that CPU. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "state-file.h"
+
+typedef struct CpuSink {
+        char *sysfs_root;
+        CpuOriginal *originals; /* CPUs we currently constrain, with what to restore */
+        size_t n_originals;
+        uint64_t n_writes;
+} CpuSink;
+
+int cpu_sink_init(CpuSink *s, const char *sysfs_root);
+void cpu_sink_done(CpuSink *s);
+
+/* 0 if cpu can take a bound; -ENOENT if absent, -EHOSTDOWN if offline. */
+int cpu_sink_check_cpu(const CpuSink *s, uint32_t cpu);
+
+/* Whether we hold an original for cpu (i.e. we constrain it). */
+bool cpu_sink_constrains(const CpuSink *s, uint32_t cpu);
+
+/* Reads and remembers cpu's current value before our first write. The caller
+ * persists the originals before calling cpu_sink_write(). */
+int cpu_sink_remember(CpuSink *s, uint32_t cpu);
+
+/* Writes a bound (0 … max; PMQOS_LATENCY_NONE restores the original and forgets it). */
+int cpu_sink_write(CpuSink *s, uint32_t cpu, int32_t usec);
+
+/* The bound we last wrote, or PMQOS_LATENCY_NONE. */
+int32_t cpu_sink_written(const CpuSink *s, uint32_t cpu);
+
+/* Takes over originals left by a previous run (after a crash) and restores them. */
+int cpu_sink_restore_originals(CpuSink *s, const CpuOriginal *originals, size_t n);
+/* Restores every CPU we constrain. Returns the first error, having tried all. */
+int cpu_sink_restore_all(CpuSink *s);
