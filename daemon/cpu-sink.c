@@ -48,7 +48,8 @@ static int read_text(const char *path, char *buf, size_t size) {
 }
 
 static int write_text(const char *path, const char *text) {
-        int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+        /* O_TRUNC as "echo >" does: harmless on sysfs, needed for a plain-file stand-in. */
+        int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return -errno;
         size_t len = strlen(text);

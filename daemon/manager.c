@@ -114,7 +114,7 @@ Manager *manager_free(Manager *m) {
 
 /* ---- persistence ---- */
 
-static int save_state(Manager *m) {
+int manager_save_state(Manager *m) {
         TextBuffer b = {};
         int r = state_serialize(&m->store, m->floor, m->cpus.originals, m->cpus.n_originals, &b);
         if (r >= 0)
@@ -216,7 +216,7 @@ static int commit_cpus(Manager *m) {
                 }
         }
         if (remembered)
-                (void) save_state(m);
+                (void) manager_save_state(m);
 
         for (uint32_t cpu = 0; cpu < m->store.n_cpu_heaps; cpu++) {
                 int32_t target = effective_latency(store_cpu_min(&m->store, cpu), m->floor);
@@ -251,7 +251,7 @@ int manager_commit(Manager *m) {
 
         arm_expiry(m);
         if (m->state_dirty)
-                (void) save_state(m);
+                (void) manager_save_state(m);
         return 0;
 }
 

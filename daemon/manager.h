@@ -72,6 +72,9 @@ Manager *manager_free(Manager *m);
  * them, then saves state if persistent data changed. On failure the caller
  * undoes its change of the store and commits again. */
 int manager_commit(Manager *m);
+/* Saves persistent requests, the floor and CPU originals; logs on failure
+ * and keeps them in memory, to try again at the next change. */
+int manager_save_state(Manager *m);
 /* Emits the signals owed by the last commits. Call after the method reply. */
 void manager_emit_signals(Manager *m);
 

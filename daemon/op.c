@@ -144,11 +144,10 @@ static void execute_update_or_cancel(Op *op) {
                 return;
         }
 
-        if (req->persistent)
-                m->state_dirty = true;
         if (op->kind == OP_CANCEL) {
                 /* Take it out of the heaps first, so a failed write can put it back as it was. */
                 int32_t old = req->value;
+                bool persistent = req->persistent;
                 if (store_update(&m->store, req, PMQOS_LATENCY_NONE) < 0) {
                         op_reply_error(op, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
                         return;
@@ -160,7 +159,13 @@ static void execute_update_or_cancel(Op *op) {
                         return;
                 }
                 store_remove(&m->store, req);
+                if (persistent) {
+                        m->state_dirty = true;
+                        (void) manager_save_state(m);
+                }
         } else {
+                if (req->persistent)
+                        m->state_dirty = true;
                 int32_t old = req->value;
                 if (old == op->value)
                         goto reply;

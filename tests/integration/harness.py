@@ -201,7 +201,8 @@ class Kernel:
 class Daemon:
     def __init__(self, bus, kernel, args=(), state_dir=None):
         self.bus = bus
-        self.state_dir = state_dir or tempfile.mkdtemp(prefix="pmqos-state-")
+        # A state directory of our own lives inside the bus's temp dir, removed with it.
+        self.state_dir = state_dir or os.path.join(bus.dir, "state-%d" % time.monotonic_ns())
         self.log_path = os.path.join(bus.dir, "pmqosd-%d.log" % time.monotonic_ns())
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(

@@ -13,6 +13,18 @@ gi.require_version("Gio", "2.0")
 from gi.repository import Gio, GLib  # noqa: E402
 
 
+def decode(arg):
+    """JSON cannot carry a variant: {"__variant__": [type, value]} stands for one."""
+    if isinstance(arg, dict) and set(arg) == {"__variant__"}:
+        t, v = arg["__variant__"]
+        return GLib.Variant(t, decode(v))
+    if isinstance(arg, dict):
+        return {k: decode(v) for k, v in arg.items()}
+    if isinstance(arg, list):
+        return [decode(v) for v in arg]
+    return arg
+
+
 def main():
     conn = Gio.DBusConnection.new_for_address_sync(
         os.environ["DBUS_SYSTEM_BUS_ADDRESS"],
@@ -26,7 +38,7 @@ def main():
             out = {"name": conn.get_unique_name()}
         elif msg["op"] == "call":
             sig = msg["signature"]
-            params = GLib.Variant("(%s)" % sig, tuple(msg["args"])) if sig else None
+            params = GLib.Variant("(%s)" % sig, tuple(decode(a) for a in msg["args"])) if sig else None
             flags = Gio.DBusCallFlags.NONE
             if msg.get("interactive"):
                 flags |= Gio.DBusCallFlags.ALLOW_INTERACTIVE_AUTHORIZATION
