@@ -215,63 +215,71 @@ static int parse_request(char *fields, Request **ret, const char **why) {
                 *eq = 0;
                 const char *key = tok;
                 char *val = eq + 1;
-                unsigned bit;
+                static const char *const names[] = { "cookie", "type",  "value", "uid",  "pid",
+                                                     "created", "expires", "cpus", "exec", "reason" };
+                unsigned i;
                 int k = 0;
                 QosType t;
                 ValidationError verr;
 
-                if (strcmp(key, "cookie") == 0) {
-                        bit = F_COOKIE;
+                for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+                        if (strcmp(key, names[i]) == 0)
+                                break;
+                if (i == sizeof(names) / sizeof(names[0])) {
+                        *why = "unknown request field";
+                        goto fail;
+                }
+                if (seen & (1u << i)) {
+                        *why = "repeated request field";
+                        goto fail;
+                }
+                seen |= 1u << i;
+
+                switch (1u << i) {
+                case F_COOKIE:
                         k = parse_i64(val, 1, UINT32_MAX, &v);
                         r->cookie = (uint32_t) v;
-                } else if (strcmp(key, "type") == 0) {
-                        bit = F_TYPE;
+                        break;
+                case F_TYPE:
                         k = parse_qos_type(val, &t, &verr);
                         r->type = t;
-                } else if (strcmp(key, "value") == 0) {
-                        bit = F_VALUE;
+                        break;
+                case F_VALUE:
                         k = parse_i64(val, PMQOS_LATENCY_NONE, PMQOS_LATENCY_MAX_US, &v);
                         r->value = (int32_t) v;
-                } else if (strcmp(key, "uid") == 0) {
-                        bit = F_UID;
+                        break;
+                case F_UID:
                         k = parse_i64(val, 0, UINT32_MAX - 1, &v);
                         r->uid = (uid_t) v;
-                } else if (strcmp(key, "pid") == 0) {
-                        bit = F_PID;
+                        break;
+                case F_PID:
                         k = parse_i64(val, 0, INT32_MAX, &v);
                         r->pid = (pid_t) v;
-                } else if (strcmp(key, "created") == 0) {
-                        bit = F_CREATED;
+                        break;
+                case F_CREATED:
                         k = parse_i64(val, 0, INT64_MAX, &v);
                         r->created_usec = v;
-                } else if (strcmp(key, "expires") == 0) {
-                        bit = F_EXPIRES;
+                        break;
+                case F_EXPIRES:
                         k = parse_i64(val, 0, INT64_MAX, &v);
                         r->expires_usec = v;
-                } else if (strcmp(key, "cpus") == 0) {
-                        bit = F_CPUS;
+                        break;
+                case F_CPUS:
                         k = parse_cpus(val, r);
-                } else if (strcmp(key, "exec") == 0) {
-                        bit = F_EXEC;
+                        break;
+                case F_EXEC:
                         k = unescape(val);
                         if (k >= 0 && !(r->exec = strdup(val)))
                                 k = -ENOMEM;
-                } else if (strcmp(key, "reason") == 0) {
-                        bit = F_REASON;
+                        break;
+                case F_REASON:
                         k = unescape(val);
                         if (k >= 0 && strlen(val) > STATE_REASON_MAX)
                                 k = -EINVAL;
                         if (k >= 0 && !(r->reason = strdup(val)))
                                 k = -ENOMEM;
-                } else {
-                        *why = "unknown request field";
-                        goto fail;
+                        break;
                 }
-                if (seen & bit) {
-                        *why = "repeated request field";
-                        goto fail;
-                }
-                seen |= bit;
                 if (k < 0) {
                         *why = "invalid request field value";
                         goto fail;
