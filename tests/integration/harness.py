@@ -224,7 +224,8 @@ class Daemon:
             raise AssertionError("pmqosd exited with %d:\n%s" % (self.proc.returncode, self.output()))
 
     def output(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path) as f:
             return f.read()
 

@@ -1,0 +1,232 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Hold CPU latency bounds through pmqosd, the system's latency broker.
+
+    import pmqos
+
+    with pmqos.hold(50, reason="audio session"):
+        run_realtime_work()          # every CPU wakes within 50 µs meanwhile
+
+    with pmqos.Client() as c:
+        cookie = c.request(100)
+        c.update(cookie, 20)
+        print(c.latency)             # the effective bound, -1 when none
+        c.cancel(cookie)
+
+A thin ctypes layer over libpmqos.so.1: no compiler needed. Requests made
+through a Client end when it is closed (or the process exits). Failures
+raise pmqos.Error subclasses that are also the matching built-in exceptions.
+"""
+
+import ctypes
+import errno
+import os
+
+__all__ = [
+    "Client", "hold", "Error", "AccessDenied", "InvalidArgument", "NoSuchRequest", "BrokerUnavailable",
+    "LimitsExceeded", "NotSupported", "LATENCY_NONE", "LATENCY_MAX",
+]
+
+LATENCY_NONE = -1
+LATENCY_MAX = 2000000000
+
+
+class Error(Exception):
+    """A pmqos call failed. errno is the library's error number."""
+
+    def __init__(self, message, errnum=0):
+        super().__init__(message)
+        self.errno = errnum
+
+
+class AccessDenied(Error, PermissionError):
+    """The broker (polkit) refused."""
+
+
+class InvalidArgument(Error, ValueError):
+    """An argument is out of range or malformed."""
+
+
+class NoSuchRequest(Error, LookupError):
+    """No live request has this cookie."""
+
+
+class BrokerUnavailable(Error, ConnectionError):
+    """pmqosd is not running, or the system bus is absent."""
+
+
+class LimitsExceeded(Error):
+    """A per-connection or per-user limit is reached."""
+
+
+class NotSupported(Error):
+    """Not supported on this system."""
+
+
+_ERRORS = {
+    errno.EACCES: AccessDenied,
+    errno.EPERM: AccessDenied,
+    errno.EINVAL: InvalidArgument,
+    errno.ENOENT: NoSuchRequest,
+    errno.ECONNREFUSED: BrokerUnavailable,
+    errno.EHOSTDOWN: BrokerUnavailable,
+    errno.ENOTCONN: BrokerUnavailable,
+    errno.EUSERS: LimitsExceeded,
+    errno.EOPNOTSUPP: NotSupported,
+}
+
+
+def _load():
+    # PMQOS_LIBRARY lets tests point at a build tree; otherwise the installed soname.
+    return ctypes.CDLL(os.environ.get("PMQOS_LIBRARY", "libpmqos.so.1"), use_errno=False)
+
+
+_lib = None
+
+
+def _library():
+    global _lib
+    if _lib is None:
+        lib = _load()
+        p = ctypes.c_void_p
+        u32p = ctypes.POINTER(ctypes.c_uint32)
+        i32p = ctypes.POINTER(ctypes.c_int32)
+        lib.pmqos_client_new.argtypes = [ctypes.POINTER(p)]
+        lib.pmqos_client_free.argtypes = [p]
+        lib.pmqos_client_free.restype = p
+        lib.pmqos_request_full.argtypes = [p, ctypes.c_int32, ctypes.c_char_p, ctypes.c_uint32, u32p,
+                                           ctypes.c_size_t, ctypes.c_uint64, u32p]
+        lib.pmqos_update.argtypes = [p, ctypes.c_uint32, ctypes.c_int32]
+        lib.pmqos_cancel.argtypes = [p, ctypes.c_uint32]
+        lib.pmqos_get_latency.argtypes = [p, i32p]
+        lib.pmqos_client_last_error.argtypes = [p]
+        lib.pmqos_client_last_error.restype = ctypes.c_char_p
+        lib.pmqos_client_process.argtypes = [p]
+        _lib = lib
+    return _lib
+
+
+def _raise(r, client=None, what="pmqos call failed"):
+    errnum = -r
+    message = None
+    if client:
+        raw = _library().pmqos_client_last_error(client)
+        message = raw.decode("utf-8", "replace") if raw else None
+    cls = _ERRORS.get(errnum, Error)
+    raise cls("%s: %s" % (what, message or os.strerror(errnum)), errnum)
+
+
+def _check_usec(usec):
+    if not isinstance(usec, int) or isinstance(usec, bool):
+        raise InvalidArgument("latency must be an int (µs), not %r" % (usec,), errno.EINVAL)
+    if not (usec == LATENCY_NONE or 0 <= usec <= LATENCY_MAX):
+        raise InvalidArgument("latency %d µs is out of range; use 0 … %d, or -1" % (usec, LATENCY_MAX),
+                              errno.EINVAL)
+
+
+class Client:
+    """A connection to pmqosd. Requests made through it end when it closes."""
+
+    def __init__(self):
+        self._c = ctypes.c_void_p()
+        r = _library().pmqos_client_new(ctypes.byref(self._c))
+        if r < 0:
+            self._c = None
+            _raise(r, None, "cannot reach pmqosd")
+
+    def _handle(self):
+        if not self._c:
+            raise Error("the client is closed", errno.EBADF)
+        return self._c
+
+    def close(self):
+        """Disconnects; every request made through this client ends."""
+        if self._c:
+            _library().pmqos_client_free(self._c)
+            self._c = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def request(self, usec, reason=None, timeout=None, cpus=None, persistent=False):
+        """Asks that CPUs wake within usec µs; returns the request's cookie.
+
+        reason: shown in listings; timeout: seconds after which the request
+        ends by itself (it then outlives the client); cpus: only these CPUs;
+        persistent: survives the client and broker restarts (needs authorization)."""
+        _check_usec(usec)
+        c = self._handle()
+        cookie = ctypes.c_uint32()
+        cpu_list = list(cpus or [])
+        cpu_array = (ctypes.c_uint32 * len(cpu_list))(*cpu_list) if cpu_list else None
+        r = _library().pmqos_request_full(
+            c, usec, reason.encode() if reason is not None else None, int(timeout or 0),
+            ctypes.cast(cpu_array, ctypes.POINTER(ctypes.c_uint32)) if cpu_array else None, len(cpu_list),
+            1 if persistent else 0, ctypes.byref(cookie))
+        if r < 0:
+            _raise(r, c, "request refused")
+        return cookie.value
+
+    def update(self, cookie, usec):
+        """Changes a request's value in place."""
+        _check_usec(usec)
+        c = self._handle()
+        r = _library().pmqos_update(c, cookie, usec)
+        if r < 0:
+            _raise(r, c, "cannot update request %d" % cookie)
+
+    def cancel(self, cookie):
+        """Ends a request."""
+        c = self._handle()
+        r = _library().pmqos_cancel(c, cookie)
+        if r < 0:
+            _raise(r, c, "cannot cancel request %d" % cookie)
+
+    @property
+    def latency(self):
+        """The effective bound the broker asks the kernel for (-1: none)."""
+        c = self._handle()
+        v = ctypes.c_int32()
+        r = _library().pmqos_get_latency(c, ctypes.byref(v))
+        if r < 0:
+            _raise(r, c, "cannot read the latency")
+        return v.value
+
+    def process(self):
+        """Handles pending events (re-issues requests after a broker restart)."""
+        r = _library().pmqos_client_process(self._handle())
+        if r < 0:
+            _raise(r, self._c, "lost the bus")
+
+
+class hold:
+    """Context manager holding one request for the duration of a with block."""
+
+    def __init__(self, usec, reason=None):
+        _check_usec(usec)
+        self.usec = usec
+        self.reason = reason
+        self.client = None
+        self.cookie = None
+
+    def __enter__(self):
+        self.client = Client()
+        try:
+            self.cookie = self.client.request(self.usec, reason=self.reason)
+        except BaseException:
+            self.client.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.client.close()
+        return False

@@ -1,0 +1,670 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* libpmqos on sd-bus: one private system bus connection per client, a local
+ * record of the requests made through it (to issue them again when the
+ * broker restarts), and error names mapped to errno values. */
+
+#include "pmqos.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-bus.h>
+#include <time.h>
+
+#define _public_ __attribute__((visibility("default")))
+#define _cleanup_(f) __attribute__((cleanup(f)))
+
+#define BUS_NAME "org.freedesktop.PMQoS"
+#define OBJECT_PATH "/org/freedesktop/PMQoS"
+#define NATIVE_IFACE "org.freedesktop.PMQoS"
+#define QOS_IFACE "org.freedesktop.UPower.QoS"
+#define INTERACTIVE_TIMEOUT_USEC (5ull * 60 * 1000000) /* a person typing a password */
+
+/* A request made through this client, kept to issue it again after a restart. */
+typedef struct Entry Entry;
+struct Entry {
+        uint32_t cookie;        /* what the caller holds, forever */
+        uint32_t broker_cookie; /* what the current broker calls it */
+        int32_t value;
+        char *reason;
+        uint64_t deadline_usec; /* CLOCK_MONOTONIC, 0: none */
+        uint32_t *cpus;
+        size_t n_cpus;
+        bool persistent;
+        Entry *next;
+};
+
+struct pmqos_client {
+        sd_bus *bus;
+        char *last_error;
+        bool interactive;
+        bool broker_gone; /* between NameOwnerChanged "left" and "back" */
+        Entry *entries;
+        sd_bus_slot *owner_slot;
+        sd_bus_slot *latency_slot;
+        sd_bus_slot *requests_slot;
+        pmqos_event_callback callback;
+        void *userdata;
+};
+
+static uint64_t now_monotonic_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+static void set_last_error(pmqos_client *c, const char *message) {
+        free(c->last_error);
+        c->last_error = message ? strdup(message) : NULL;
+}
+
+static int map_error(pmqos_client *c, const sd_bus_error *e, int r) {
+        static const struct {
+                const char *name;
+                int errnum;
+        } table[] = {
+                { SD_BUS_ERROR_ACCESS_DENIED, EACCES },
+                { SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED, EACCES },
+                { SD_BUS_ERROR_INVALID_ARGS, EINVAL },
+                { "org.freedesktop.PMQoS.Error.NoSuchRequest", ENOENT },
+                { SD_BUS_ERROR_LIMITS_EXCEEDED, EUSERS },
+                { SD_BUS_ERROR_NOT_SUPPORTED, EOPNOTSUPP },
+                { SD_BUS_ERROR_SERVICE_UNKNOWN, ECONNREFUSED },
+                { SD_BUS_ERROR_NAME_HAS_NO_OWNER, ECONNREFUSED },
+                { SD_BUS_ERROR_NO_REPLY, ECONNREFUSED },
+                { SD_BUS_ERROR_UNKNOWN_OBJECT, ECONNREFUSED },
+                { "org.freedesktop.PMQoS.Error.Failed", EIO },
+                { SD_BUS_ERROR_NO_MEMORY, ENOMEM },
+        };
+
+        if (e && sd_bus_error_is_set(e)) {
+                set_last_error(c, e->message ?: e->name);
+                for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+                        if (strcmp(e->name, table[i].name) == 0)
+                                return -table[i].errnum;
+                int k = sd_bus_error_get_errno(e);
+                return k > 0 ? -k : -EIO;
+        }
+        if (r == -ENOTCONN || r == -ECONNRESET)
+                set_last_error(c, "The connection to the system bus was lost.");
+        return r < 0 ? r : -EIO;
+}
+
+/* ---- requests we made ---- */
+
+static Entry *entry_free(Entry *e) {
+        if (e) {
+                free(e->reason);
+                free(e->cpus);
+                free(e);
+        }
+        return NULL;
+}
+
+static Entry *find_entry(pmqos_client *c, uint32_t cookie, Entry ***ret_link) {
+        for (Entry **p = &c->entries; *p; p = &(*p)->next)
+                if ((*p)->cookie == cookie) {
+                        if (ret_link)
+                                *ret_link = p;
+                        return *p;
+                }
+        return NULL;
+}
+
+/* ---- calls ---- */
+
+static int call(pmqos_client *c, const char *iface, const char *member, sd_bus_message **ret_reply,
+                int (*append)(sd_bus_message *m, const void *data), const void *data) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+        int r;
+
+        r = sd_bus_message_new_method_call(c->bus, &m, BUS_NAME, OBJECT_PATH, iface, member);
+        if (r < 0)
+                return map_error(c, NULL, r);
+        if (append) {
+                r = append(m, data);
+                if (r < 0)
+                        return map_error(c, NULL, r);
+        }
+        if (c->interactive) {
+                r = sd_bus_message_set_allow_interactive_authorization(m, true);
+                if (r < 0)
+                        return map_error(c, NULL, r);
+        }
+        r = sd_bus_call(c->bus, m, c->interactive ? INTERACTIVE_TIMEOUT_USEC : 0, &e, ret_reply);
+        if (r < 0)
+                return map_error(c, &e, r);
+        set_last_error(c, NULL);
+        return 0;
+}
+
+typedef struct RequestArgs {
+        int32_t value;
+        const char *reason;
+        uint32_t timeout_sec;
+        const uint32_t *cpus;
+        size_t n_cpus;
+        bool persistent;
+} RequestArgs;
+
+static int append_request(sd_bus_message *m, const void *data) {
+        const RequestArgs *a = data;
+        int r;
+
+        r = sd_bus_message_append(m, "si", "cpu_dma", a->value);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        if (a->reason) {
+                r = sd_bus_message_append(m, "{sv}", "reason", "s", a->reason);
+                if (r < 0)
+                        return r;
+        }
+        if (a->persistent) {
+                r = sd_bus_message_append(m, "{sv}", "persistent", "b", 1);
+                if (r < 0)
+                        return r;
+        }
+        if (a->timeout_sec > 0) {
+                r = sd_bus_message_append(m, "{sv}", "timeout", "u", a->timeout_sec);
+                if (r < 0)
+                        return r;
+        }
+        if (a->n_cpus > 0) {
+                r = sd_bus_message_open_container(m, 'e', "sv");
+                if (r >= 0)
+                        r = sd_bus_message_append(m, "s", "cpus");
+                if (r >= 0)
+                        r = sd_bus_message_open_container(m, 'v', "au");
+                if (r >= 0)
+                        r = sd_bus_message_append_array(m, 'u', a->cpus, a->n_cpus * sizeof(uint32_t));
+                if (r >= 0)
+                        r = sd_bus_message_close_container(m);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(m);
+                if (r < 0)
+                        return r;
+        }
+        return sd_bus_message_close_container(m);
+}
+
+static int issue(pmqos_client *c, const RequestArgs *a, uint32_t *ret_cookie) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r = call(c, NATIVE_IFACE, "Request", &reply, append_request, a);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(reply, "u", ret_cookie);
+        return r < 0 ? map_error(c, NULL, r) : 0;
+}
+
+/* The broker came back: issue again what it forgot. Persistent requests it
+ * kept itself, under the same cookies. */
+static void reissue_all(pmqos_client *c) {
+        uint64_t now = now_monotonic_usec();
+
+        for (Entry **p = &c->entries; *p;) {
+                Entry *e = *p;
+                if (e->persistent) {
+                        p = &e->next;
+                        continue;
+                }
+                uint32_t timeout = 0;
+                if (e->deadline_usec > 0) {
+                        if (e->deadline_usec <= now + 1000000) { /* under a second left: let it end */
+                                *p = e->next;
+                                entry_free(e);
+                                continue;
+                        }
+                        timeout = (uint32_t) ((e->deadline_usec - now) / 1000000u);
+                }
+                RequestArgs a = { .value = e->value, .reason = e->reason, .timeout_sec = timeout,
+                                  .cpus = e->cpus, .n_cpus = e->n_cpus };
+                if (issue(c, &a, &e->broker_cookie) < 0) {
+                        /* Lost for good (denied now, limits…): forget it rather than lie. */
+                        *p = e->next;
+                        entry_free(e);
+                        continue;
+                }
+                p = &e->next;
+        }
+}
+
+static void emit(pmqos_client *c, pmqos_event event, int32_t usec) {
+        if (c->callback)
+                c->callback(c, event, usec, c->userdata);
+}
+
+static int on_name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        pmqos_client *c = userdata;
+        const char *name, *old_owner, *new_owner;
+
+        (void) error;
+        if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || strcmp(name, BUS_NAME) != 0)
+                return 0;
+        if (new_owner[0] == 0) {
+                c->broker_gone = true;
+                emit(c, PMQOS_EVENT_BROKER_LOST, PMQOS_LATENCY_NONE);
+                return 0;
+        }
+        c->broker_gone = false;
+        reissue_all(c);
+        emit(c, PMQOS_EVENT_BROKER_RESTARTED, PMQOS_LATENCY_NONE);
+        return 0;
+}
+
+static int on_latency_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        pmqos_client *c = userdata;
+        const char *type;
+        int32_t value;
+
+        (void) error;
+        if (sd_bus_message_read(m, "si", &type, &value) >= 0)
+                emit(c, PMQOS_EVENT_LATENCY_CHANGED, value);
+        return 0;
+}
+
+static int on_requests_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        (void) m, (void) error;
+        emit(userdata, PMQOS_EVENT_REQUESTS_CHANGED, PMQOS_LATENCY_NONE);
+        return 0;
+}
+
+/* Handles what arrived while the caller was busy (a restart, above all). */
+static int dispatch(pmqos_client *c) {
+        int r;
+        while ((r = sd_bus_process(c->bus, NULL)) > 0)
+                ;
+        if (r < 0)
+                return map_error(c, NULL, r);
+        return 0;
+}
+
+/* ---- public API ---- */
+
+_public_ int pmqos_client_new(pmqos_client **ret) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        if (!ret)
+                return -EINVAL;
+
+        pmqos_client *c = calloc(1, sizeof(pmqos_client));
+        if (!c)
+                return -ENOMEM;
+
+        r = sd_bus_open_system(&c->bus);
+        if (r < 0) {
+                free(c);
+                return r == -ENOMEM ? r : -EHOSTDOWN;
+        }
+        /* Only the broker's own name: no wake-ups for everyone else's comings and goings. */
+        r = sd_bus_add_match(c->bus, &c->owner_slot,
+                             "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+                             "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='" BUS_NAME "'",
+                             on_name_owner_changed, c);
+        if (r < 0) {
+                pmqos_client_free(c);
+                return r == -ENOMEM ? r : -EHOSTDOWN;
+        }
+
+        /* Make sure someone answers (the bus may start it for us). */
+        r = call(c, "org.freedesktop.DBus.Peer", "Ping", NULL, NULL, NULL);
+        if (r < 0) {
+                pmqos_client_free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
+
+_public_ pmqos_client *pmqos_client_free(pmqos_client *c) {
+        if (!c)
+                return NULL;
+        while (c->entries) {
+                Entry *e = c->entries;
+                c->entries = e->next;
+                entry_free(e);
+        }
+        sd_bus_slot_unref(c->owner_slot);
+        sd_bus_slot_unref(c->latency_slot);
+        sd_bus_slot_unref(c->requests_slot);
+        sd_bus_flush_close_unref(c->bus);
+        free(c->last_error);
+        free(c);
+        return NULL;
+}
+
+_public_ const char *pmqos_client_last_error(pmqos_client *c) {
+        return c ? c->last_error : NULL;
+}
+
+_public_ int pmqos_client_set_allow_interactive(pmqos_client *c, bool allow) {
+        if (!c)
+                return -EINVAL;
+        c->interactive = allow;
+        return 0;
+}
+
+_public_ int pmqos_request_full(pmqos_client *c, int32_t usec, const char *reason, uint32_t timeout_sec,
+                                const uint32_t *cpus, size_t n_cpus, uint64_t flags, uint32_t *ret_cookie) {
+        uint32_t cookie;
+        int r;
+
+        if (!c || !ret_cookie || (n_cpus > 0 && !cpus) || (flags & ~(uint64_t) PMQOS_REQUEST_PERSISTENT))
+                return -EINVAL;
+        r = dispatch(c);
+        if (r < 0)
+                return r;
+
+        Entry *e = calloc(1, sizeof(Entry));
+        if (!e)
+                return -ENOMEM;
+        e->value = usec;
+        e->persistent = flags & PMQOS_REQUEST_PERSISTENT;
+        e->reason = reason ? strdup(reason) : NULL;
+        e->n_cpus = n_cpus;
+        if (n_cpus > 0) {
+                e->cpus = malloc(n_cpus * sizeof(uint32_t));
+                if (e->cpus)
+                        memcpy(e->cpus, cpus, n_cpus * sizeof(uint32_t));
+        }
+        if ((reason && !e->reason) || (n_cpus > 0 && !e->cpus)) {
+                entry_free(e);
+                return -ENOMEM;
+        }
+        if (timeout_sec > 0)
+                e->deadline_usec = now_monotonic_usec() + (uint64_t) timeout_sec * 1000000u;
+
+        RequestArgs a = { .value = usec, .reason = reason, .timeout_sec = timeout_sec, .cpus = cpus,
+                          .n_cpus = n_cpus, .persistent = e->persistent };
+        r = issue(c, &a, &cookie);
+        if (r < 0) {
+                entry_free(e);
+                return r;
+        }
+        e->cookie = e->broker_cookie = cookie;
+        e->next = c->entries;
+        c->entries = e;
+        *ret_cookie = cookie;
+        return 0;
+}
+
+_public_ int pmqos_request(pmqos_client *c, int32_t usec, uint32_t *ret_cookie) {
+        return pmqos_request_full(c, usec, NULL, 0, NULL, 0, 0, ret_cookie);
+}
+
+typedef struct UpdateArgs {
+        uint32_t cookie;
+        int32_t value;
+} UpdateArgs;
+
+static int append_update(sd_bus_message *m, const void *data) {
+        const UpdateArgs *a = data;
+        return sd_bus_message_append(m, "ui", a->cookie, a->value);
+}
+
+static int append_cookie(sd_bus_message *m, const void *data) {
+        return sd_bus_message_append(m, "u", *(const uint32_t *) data);
+}
+
+_public_ int pmqos_update(pmqos_client *c, uint32_t cookie, int32_t usec) {
+        if (!c)
+                return -EINVAL;
+        int r = dispatch(c);
+        if (r < 0)
+                return r;
+
+        Entry *e = find_entry(c, cookie, NULL);
+        UpdateArgs a = { .cookie = e ? e->broker_cookie : cookie, .value = usec };
+        r = call(c, NATIVE_IFACE, "Update", NULL, append_update, &a);
+        if (r < 0)
+                return r;
+        if (e)
+                e->value = usec;
+        return 0;
+}
+
+_public_ int pmqos_cancel(pmqos_client *c, uint32_t cookie) {
+        Entry **link = NULL;
+
+        if (!c)
+                return -EINVAL;
+        int r = dispatch(c);
+        if (r < 0)
+                return r;
+
+        Entry *e = find_entry(c, cookie, &link);
+        uint32_t broker_cookie = e ? e->broker_cookie : cookie;
+        r = call(c, NATIVE_IFACE, "Cancel", NULL, append_cookie, &broker_cookie);
+        if (r < 0)
+                return r;
+        if (e) {
+                *link = e->next;
+                entry_free(e);
+        }
+        return 0;
+}
+
+static int get_property(pmqos_client *c, const char *name, char type, void *ret) {
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+        int r;
+
+        if (!c || !ret)
+                return -EINVAL;
+        r = dispatch(c);
+        if (r < 0)
+                return r;
+        r = type == 'i' ? sd_bus_get_property_trivial(c->bus, BUS_NAME, OBJECT_PATH, NATIVE_IFACE, name, &e, 'i',
+                                                      (int32_t *) ret)
+                        : sd_bus_get_property_trivial(c->bus, BUS_NAME, OBJECT_PATH, NATIVE_IFACE, name, &e, 'u',
+                                                      (uint32_t *) ret);
+        if (r < 0)
+                return map_error(c, &e, r);
+        set_last_error(c, NULL);
+        return 0;
+}
+
+_public_ int pmqos_get_latency(pmqos_client *c, int32_t *ret_usec) {
+        return get_property(c, "EffectiveLatency", 'i', ret_usec);
+}
+
+_public_ int pmqos_get_kernel_latency(pmqos_client *c, int32_t *ret_usec) {
+        return get_property(c, "KernelLatency", 'i', ret_usec);
+}
+
+_public_ int pmqos_get_minimum_latency(pmqos_client *c, int32_t *ret_usec) {
+        return get_property(c, "MinimumLatency", 'i', ret_usec);
+}
+
+_public_ int pmqos_get_request_count(pmqos_client *c, uint32_t *ret_count) {
+        return get_property(c, "RequestCount", 'u', ret_count);
+}
+
+static int append_floor(sd_bus_message *m, const void *data) {
+        return sd_bus_message_append(m, "si", "cpu_dma", *(const int32_t *) data);
+}
+
+_public_ int pmqos_set_minimum_latency(pmqos_client *c, int32_t usec) {
+        if (!c)
+                return -EINVAL;
+        int r = dispatch(c);
+        if (r < 0)
+                return r;
+        return call(c, QOS_IFACE, "SetMinimumLatency", NULL, append_floor, &usec);
+}
+
+_public_ void pmqos_request_info_free(pmqos_request_info *infos, size_t n) {
+        if (!infos)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                free(infos[i].exec);
+                free(infos[i].reason);
+                free(infos[i].sender);
+                free(infos[i].cpus);
+        }
+        free(infos);
+}
+
+static int read_info(sd_bus_message *m, pmqos_request_info *info) {
+        int r;
+
+        r = sd_bus_message_enter_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+                const char *key, *s;
+                r = sd_bus_message_read(m, "s", &key);
+                if (r < 0)
+                        return r;
+                if (strcmp(key, "cookie") == 0)
+                        r = sd_bus_message_read(m, "v", "u", &info->cookie);
+                else if (strcmp(key, "value") == 0)
+                        r = sd_bus_message_read(m, "v", "i", &info->value);
+                else if (strcmp(key, "uid") == 0)
+                        r = sd_bus_message_read(m, "v", "u", &info->uid);
+                else if (strcmp(key, "pid") == 0)
+                        r = sd_bus_message_read(m, "v", "u", &info->pid);
+                else if (strcmp(key, "created") == 0)
+                        r = sd_bus_message_read(m, "v", "x", &info->created_usec);
+                else if (strcmp(key, "expires") == 0)
+                        r = sd_bus_message_read(m, "v", "x", &info->expires_usec);
+                else if (strcmp(key, "persistent") == 0) {
+                        int b = 0;
+                        r = sd_bus_message_read(m, "v", "b", &b);
+                        info->persistent = b;
+                } else if (strcmp(key, "exec") == 0 || strcmp(key, "reason") == 0 || strcmp(key, "sender") == 0) {
+                        r = sd_bus_message_read(m, "v", "s", &s);
+                        char **target = key[0] == 'e' ? &info->exec : key[0] == 'r' ? &info->reason : &info->sender;
+                        if (r >= 0 && !(*target = strdup(s)))
+                                r = -ENOMEM;
+                } else if (strcmp(key, "cpus") == 0) {
+                        const void *data;
+                        size_t size;
+                        r = sd_bus_message_enter_container(m, 'v', "au");
+                        if (r >= 0)
+                                r = sd_bus_message_read_array(m, 'u', &data, &size);
+                        if (r >= 0 && size > 0) {
+                                info->cpus = malloc(size);
+                                if (!info->cpus)
+                                        r = -ENOMEM;
+                                else {
+                                        memcpy(info->cpus, data, size);
+                                        info->n_cpus = size / sizeof(uint32_t);
+                                }
+                        }
+                        if (r >= 0)
+                                r = sd_bus_message_exit_container(m);
+                } else
+                        r = sd_bus_message_skip(m, "v");
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_exit_container(m);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        if (!info->exec)
+                info->exec = strdup("");
+        if (!info->reason)
+                info->reason = strdup("");
+        if (!info->sender)
+                info->sender = strdup("");
+        if (!info->exec || !info->reason || !info->sender)
+                return -ENOMEM;
+        return sd_bus_message_exit_container(m);
+}
+
+_public_ int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        pmqos_request_info *infos = NULL;
+        size_t n = 0, cap = 0;
+        int r;
+
+        if (!c || !ret || !ret_n)
+                return -EINVAL;
+        r = dispatch(c);
+        if (r < 0)
+                return r;
+        r = call(c, NATIVE_IFACE, "ListRequests", &reply, NULL, NULL);
+        if (r < 0)
+                return r;
+
+        r = sd_bus_message_enter_container(reply, 'a', "a{sv}");
+        while (r >= 0) {
+                r = sd_bus_message_at_end(reply, false);
+                if (r != 0)
+                        break;
+                if (n == cap) {
+                        cap = cap ? cap * 2 : 16;
+                        pmqos_request_info *p = realloc(infos, cap * sizeof(pmqos_request_info));
+                        if (!p) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        infos = p;
+                }
+                infos[n] = (pmqos_request_info) {};
+                r = read_info(reply, &infos[n]);
+                n++;
+        }
+        if (r < 0) {
+                pmqos_request_info_free(infos, n);
+                return map_error(c, NULL, r);
+        }
+        *ret = infos;
+        *ret_n = n;
+        return 0;
+}
+
+_public_ int pmqos_client_set_event_callback(pmqos_client *c, pmqos_event_callback callback, void *userdata) {
+        int r;
+
+        if (!c)
+                return -EINVAL;
+        c->callback = callback;
+        c->userdata = userdata;
+        if (callback && !c->latency_slot) {
+                r = sd_bus_match_signal(c->bus, &c->latency_slot, BUS_NAME, OBJECT_PATH, QOS_IFACE,
+                                        "LatencyChanged", on_latency_changed, c);
+                if (r >= 0)
+                        r = sd_bus_match_signal(c->bus, &c->requests_slot, BUS_NAME, OBJECT_PATH, QOS_IFACE,
+                                                "RequestsChanged", on_requests_changed, c);
+                if (r < 0) {
+                        c->latency_slot = sd_bus_slot_unref(c->latency_slot);
+                        return map_error(c, NULL, r);
+                }
+        } else if (!callback) {
+                c->latency_slot = sd_bus_slot_unref(c->latency_slot);
+                c->requests_slot = sd_bus_slot_unref(c->requests_slot);
+        }
+        return 0;
+}
+
+_public_ int pmqos_client_get_fd(pmqos_client *c) {
+        return c ? sd_bus_get_fd(c->bus) : -EINVAL;
+}
+
+_public_ int pmqos_client_get_events(pmqos_client *c) {
+        return c ? sd_bus_get_events(c->bus) : -EINVAL;
+}
+
+_public_ int pmqos_client_process(pmqos_client *c) {
+        return c ? dispatch(c) : -EINVAL;
+}
+
+_public_ int pmqos_client_wait(pmqos_client *c, uint64_t timeout_usec) {
+        if (!c)
+                return -EINVAL;
+        int r = dispatch(c);
+        if (r < 0)
+                return r;
+        r = sd_bus_wait(c->bus, timeout_usec);
+        if (r < 0)
+                return map_error(c, NULL, r);
+        return dispatch(c);
+}

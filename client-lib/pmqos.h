@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * libpmqos — hold a CPU latency bound through pmqosd, the system's latency
+ * broker (bus name org.freedesktop.PMQoS on the system bus).
+ *
+ * The one-line use:
+ *
+ *     pmqos_client *c;
+ *     uint32_t cookie;
+ *     if (pmqos_client_new(&c) >= 0 && pmqos_request(c, 50, &cookie) >= 0)
+ *             ... run with every CPU waking within 50 µs ...
+ *     pmqos_client_free(c);   // the bound ends here, or when the process dies
+ *
+ * Conventions:
+ *  - Every function returns 0 (or a count) on success, a negative errno on
+ *    failure; nothing aborts, prints, or calls exit(). After a failure,
+ *    pmqos_client_last_error() gives the broker's one-sentence reason.
+ *  - Errors: -EACCES the broker (polkit) refused; -EINVAL invalid argument;
+ *    -ENOENT no request with that cookie; -EUSERS a per-connection or per-user
+ *    limit is reached; -EOPNOTSUPP not supported on this kernel;
+ *    -ECONNREFUSED the broker is not running; -EHOSTDOWN the system bus
+ *    itself is absent; -EIO the broker could not write to the kernel;
+ *    -ENOMEM out of memory.
+ *  - Latencies are in microseconds, 0 … 2000000000; -1 means "no bound".
+ *  - Threads: there is no global state. One pmqos_client may be used by one
+ *    thread at a time; different clients may be used from different threads.
+ *  - Lifetime: requests made with pmqos_request() and pmqos_request_full()
+ *    (without a timeout or PMQOS_REQUEST_PERSISTENT) last as long as the
+ *    client: pmqos_client_free(), exit or a crash end them.
+ *  - Broker restarts: if pmqosd restarts, the library issues the client's
+ *    live requests again; the cookies it returned keep working. This happens
+ *    the next time the client is used, or at once if the application watches
+ *    pmqos_client_get_fd() and calls pmqos_client_process().
+ *
+ * Build with: pkg-config --cflags --libs pmqos
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PMQOS_LATENCY_NONE (-1)
+#define PMQOS_LATENCY_MAX 2000000000
+
+typedef struct pmqos_client pmqos_client;
+
+/* Connects to the system bus (DBUS_SYSTEM_BUS_ADDRESS is honoured) and
+ * checks that the broker answers (starting it if the bus can). On success
+ * *ret is a new client for pmqos_client_free(). */
+int pmqos_client_new(pmqos_client **ret);
+
+/* Disconnects: every request made through c that is neither persistent nor
+ * timed ends. NULL-safe. Returns NULL. */
+pmqos_client *pmqos_client_free(pmqos_client *c);
+
+/* Asks that every CPU wake within usec µs (0 … PMQOS_LATENCY_MAX, or
+ * PMQOS_LATENCY_NONE to be listed without constraining) for as long as c
+ * lives. The effective bound is in the kernel before this returns.
+ * *ret_cookie identifies the request. */
+int pmqos_request(pmqos_client *c, int32_t usec, uint32_t *ret_cookie);
+
+/* Changes a request's value in place (no gap between old and new). */
+int pmqos_update(pmqos_client *c, uint32_t cookie, int32_t usec);
+
+/* Ends a request. Another user's request needs authorization. */
+int pmqos_cancel(pmqos_client *c, uint32_t cookie);
+
+/* The effective bound the broker asks the kernel for, or PMQOS_LATENCY_NONE. */
+int pmqos_get_latency(pmqos_client *c, int32_t *ret_usec);
+
+/* The broker's message for the last failure on c, or NULL. Valid until the
+ * next call on c. */
+const char *pmqos_client_last_error(pmqos_client *c);
+
+/* ---- richer requests ---- */
+
+enum {
+        /* Survives the caller and broker restarts (needs authorization). */
+        PMQOS_REQUEST_PERSISTENT = 1 << 0,
+};
+
+/* Like pmqos_request(), with:
+ *  reason:      shown in listings (at most 256 bytes of UTF-8), or NULL;
+ *  timeout_sec: 0 for none, else the request ends by itself after that many
+ *               seconds and does not end with the client;
+ *  cpus/n_cpus: the bound applies only to these CPUs (through their
+ *               pm_qos_resume_latency_us) when n_cpus > 0;
+ *  flags:       PMQOS_REQUEST_PERSISTENT or 0. */
+int pmqos_request_full(pmqos_client *c, int32_t usec, const char *reason, uint32_t timeout_sec,
+                       const uint32_t *cpus, size_t n_cpus, uint64_t flags, uint32_t *ret_cookie);
+
+/* Allows the broker to ask the user for a password (through a polkit agent)
+ * when an action needs it. Off by default: such calls then fail with
+ * -EACCES. Returns 0. */
+int pmqos_client_set_allow_interactive(pmqos_client *c, bool allow);
+
+/* ---- state of the broker ---- */
+
+int pmqos_get_kernel_latency(pmqos_client *c, int32_t *ret_usec);  /* all holders of the device */
+int pmqos_get_minimum_latency(pmqos_client *c, int32_t *ret_usec); /* the floor, or PMQOS_LATENCY_NONE */
+int pmqos_set_minimum_latency(pmqos_client *c, int32_t usec);      /* PMQOS_LATENCY_NONE removes it */
+int pmqos_get_request_count(pmqos_client *c, uint32_t *ret_count);
+
+typedef struct pmqos_request_info {
+        uint32_t cookie;
+        int32_t value;
+        uint32_t uid;
+        uint32_t pid;
+        char *exec;
+        char *reason;
+        char *sender;         /* unique bus name, "" when its owner left */
+        int64_t created_usec; /* µs since the epoch */
+        int64_t expires_usec; /* µs since the epoch, 0 = never */
+        bool persistent;
+        uint32_t *cpus; /* NULL when the request is global */
+        size_t n_cpus;
+} pmqos_request_info;
+
+/* All live requests of every client. Free with pmqos_request_info_free(). */
+int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n);
+void pmqos_request_info_free(pmqos_request_info *infos, size_t n);
+
+/* ---- change notifications and event loops ---- */
+
+typedef enum pmqos_event {
+        PMQOS_EVENT_LATENCY_CHANGED,  /* usec: the new effective bound */
+        PMQOS_EVENT_REQUESTS_CHANGED, /* the request set changed */
+        PMQOS_EVENT_BROKER_LOST,      /* pmqosd left the bus */
+        PMQOS_EVENT_BROKER_RESTARTED, /* pmqosd is back; this client's requests were issued again */
+} pmqos_event;
+
+typedef void (*pmqos_event_callback)(pmqos_client *c, pmqos_event event, int32_t usec, void *userdata);
+
+/* Subscribes to changes; callback runs from pmqos_client_process() (and from
+ * other calls on c). NULL unsubscribes. */
+int pmqos_client_set_event_callback(pmqos_client *c, pmqos_event_callback callback, void *userdata);
+
+/* An fd to poll for the events in pmqos_client_get_events() (POLLIN, …);
+ * when it is ready, call pmqos_client_process(). The fd belongs to c.
+ * The loop is: pmqos_client_process(); poll(fd, pmqos_client_get_events());
+ * get_events() is 0 only when messages are already queued, so process first. */
+int pmqos_client_get_fd(pmqos_client *c);
+int pmqos_client_get_events(pmqos_client *c);
+
+/* Handles everything pending without blocking: signals, broker restarts.
+ * Returns 0, or a negative errno if the bus connection is lost. */
+int pmqos_client_process(pmqos_client *c);
+
+/* Waits up to timeout_usec (UINT64_MAX: forever) for something to process,
+ * then processes it. For programs without an event loop of their own. */
+int pmqos_client_wait(pmqos_client *c, uint64_t timeout_usec);
+
+#ifdef __cplusplus
+}
+#endif

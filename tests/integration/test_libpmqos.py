@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Runs the C tests of libpmqos (tests/unit/test-libpmqos.c) against a live
+broker: private bus, real polkitd with the project's policy, pmqosd restarted
+whenever it exits (as systemd's Restart= would), and test users."""
+
+import os
+import pwd
+import subprocess
+import sys
+import time
+import unittest
+
+import test_polkit
+from harness import BrokerTestCase, Daemon, IS_ROOT, PrivateBus, main, skip_notice
+
+TEST_BINARY = os.environ.get("PMQOS_TEST_LIBPMQOS",
+                             os.path.join(os.path.dirname(os.environ.get("PMQOSD", "")), "..", "tests",
+                                          "test-libpmqos"))
+
+
+def setUpModule():
+    test_polkit.setUpModule()
+
+
+def tearDownModule():
+    test_polkit.tearDownModule()
+
+
+@unittest.skipUnless(IS_ROOT and test_polkit.polkitd_present, "needs root and polkitd")
+class TestLibrary(BrokerTestCase):
+    with_polkit = True
+    daemon_args = ("--max-requests-per-connection", "2")
+
+    def run_binary(self, mode, env, supervise=False):
+        proc = subprocess.Popen([TEST_BINARY, mode], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        restarts = 0
+        while proc.poll() is None:
+            if supervise and self.daemon.proc.poll() is not None:
+                self.daemon.log.close()
+                self.daemon = Daemon(self.bus, self.kernel, self.daemon_args, state_dir=self.daemon.state_dir)
+                restarts += 1
+            time.sleep(0.01)
+        out = proc.stdout.read()
+        proc.stdout.close()
+        sys.stderr.write(out)
+        self.assertEqual(proc.returncode, 0, out)
+        return restarts
+
+    def env(self):
+        member = pwd.getpwnam(test_polkit.USERS["member"])
+        plain = pwd.getpwnam(test_polkit.USERS["plain"])
+        return dict(self.bus.env, PMQOS_TEST_DEVICE=self.kernel.path,
+                    PMQOS_TEST_MEMBER_UID=str(member.pw_uid), PMQOS_TEST_MEMBER_GID=str(member.pw_gid),
+                    PMQOS_TEST_PLAIN_UID=str(plain.pw_uid), PMQOS_TEST_PLAIN_GID=str(plain.pw_gid))
+
+    def test_with_broker(self):
+        restarts = self.run_binary("broker", self.env(), supervise=True)
+        self.assertEqual(restarts, 1)  # the restart test stopped it once
+
+    def test_without_broker(self):
+        empty = PrivateBus()
+        try:
+            self.run_binary("no-broker", dict(self.env(), DBUS_SYSTEM_BUS_ADDRESS=empty.address))
+        finally:
+            empty.stop()
+
+    def test_without_bus(self):
+        self.run_binary("no-bus", dict(self.env(), DBUS_SYSTEM_BUS_ADDRESS="unix:path=/nonexistent/bus"))
+
+
+if not IS_ROOT:
+    skip_notice("libpmqos C tests", "need root (users, polkit files)")
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* libpmqos against the live broker (Check). Started by
+ * tests/integration/test_libpmqos.py, which provides a private bus, polkitd,
+ * pmqosd (restarted like a service manager would when it exits) and users:
+ *   test-libpmqos broker     every function, error mappings, restart re-issue
+ *   test-libpmqos no-broker  the bus is there, pmqosd is not
+ *   test-libpmqos no-bus     no bus at all */
+
+#define _GNU_SOURCE
+#include <check.h>
+#include <grp.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <systemd/sd-bus.h>
+#include <unistd.h>
+
+#include "pmqos.h"
+
+static int32_t kernel_read(void) {
+        const char *dev = getenv("PMQOS_TEST_DEVICE");
+        int32_t v = 0;
+        int fd = open(dev, O_RDONLY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(pread(fd, &v, sizeof(v), 0), (ssize_t) sizeof(v));
+        close(fd);
+        return v;
+}
+
+static int32_t baseline;
+
+static void setup(void) {
+        baseline = kernel_read();
+}
+
+/* Other holders of the device may ask for less: "at most what we asked". */
+#define ck_assert_kernel_at_most(v) ck_assert_int_le(kernel_read(), (v))
+
+START_TEST(test_request_update_cancel) {
+        pmqos_client *c;
+        uint32_t cookie;
+        int32_t v;
+
+        ck_assert_int_eq(pmqos_client_new(&c), 0);
+        ck_assert_ptr_null(pmqos_client_last_error(c));
+        ck_assert_int_eq(pmqos_request(c, 123, &cookie), 0);
+        ck_assert_uint_ne(cookie, 0);
+        ck_assert_kernel_at_most(123);
+        ck_assert_int_eq(pmqos_get_latency(c, &v), 0);
+        ck_assert_int_eq(v, 123);
+
+        ck_assert_int_eq(pmqos_update(c, cookie, 45), 0);
+        ck_assert_kernel_at_most(45);
+        ck_assert_int_eq(pmqos_get_latency(c, &v), 0);
+        ck_assert_int_eq(v, 45);
+
+        ck_assert_int_eq(pmqos_cancel(c, cookie), 0);
+        ck_assert_int_eq(kernel_read(), baseline);
+        ck_assert_int_eq(pmqos_get_latency(c, &v), 0);
+        ck_assert_int_eq(v, PMQOS_LATENCY_NONE);
+        ck_assert_ptr_null(pmqos_client_free(c));
+        ck_assert_ptr_null(pmqos_client_free(NULL));
+}
+END_TEST
+
+START_TEST(test_free_ends_requests) {
+        pmqos_client *c, *w;
+        uint32_t a, b;
+        int32_t v;
+
+        ck_assert_int_eq(pmqos_client_new(&w), 0);
+        ck_assert_int_eq(pmqos_client_new(&c), 0);
+        ck_assert_int_eq(pmqos_request(c, 80, &a), 0);
+        ck_assert_int_eq(pmqos_request(c, 90, &b), 0);
+        ck_assert_kernel_at_most(80);
+        pmqos_client_free(c);
+        for (int i = 0; i < 200; i++) { /* the broker hears of it through the bus */
+                ck_assert_int_eq(pmqos_get_latency(w, &v), 0);
+                if (v == PMQOS_LATENCY_NONE)
+                        break;
+                usleep(5000);
+        }
+        ck_assert_int_eq(v, PMQOS_LATENCY_NONE);
+        ck_assert_int_eq(kernel_read(), baseline);
+        pmqos_client_free(w);
+}
+END_TEST
+
+START_TEST(test_error_mapping) {
+        pmqos_client *c;
+        uint32_t cookie;
+
+        ck_assert_int_eq(pmqos_client_new(&c), 0);
+        ck_assert_int_eq(pmqos_request(c, -5, &cookie), -EINVAL);
+        ck_assert_ptr_nonnull(pmqos_client_last_error(c));
+        ck_assert_ptr_nonnull(strstr(pmqos_client_last_error(c), "out of range"));
+        ck_assert_int_eq(pmqos_request(c, PMQOS_LATENCY_MAX + 1, &cookie), -EINVAL);
+        ck_assert_int_eq(pmqos_update(c, 12345, 10), -ENOENT);
+        ck_assert_int_eq(pmqos_cancel(c, 12345), -ENOENT);
+        ck_assert_ptr_nonnull(pmqos_client_last_error(c));
+        uint32_t bad_cpu = 7777;
+        ck_assert_int_eq(pmqos_request_full(c, 10, NULL, 0, &bad_cpu, 1, 0, &cookie), -EINVAL);
+        ck_assert_int_eq(pmqos_request_full(c, 10, NULL, 0, NULL, 0, 1u << 7, &cookie), -EINVAL);
+        ck_assert_int_eq(pmqos_request(NULL, 10, &cookie), -EINVAL);
+        /* A success clears the last error. */
+        ck_assert_int_eq(pmqos_request(c, -1, &cookie), 0);
+        ck_assert_ptr_null(pmqos_client_last_error(c));
+        pmqos_client_free(c);
+}
+END_TEST
+
+/* Runs fn in a child as another user; returns what fn returned. */
+static int as_user(const char *uid_env, const char *gid_env, int (*fn)(void)) {
+        const char *u = getenv(uid_env), *g = getenv(gid_env);
+        ck_assert_ptr_nonnull(u);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                gid_t gid = (gid_t) atoi(g);
+                uid_t uid = (uid_t) atoi(u);
+                if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+                        _exit(100);
+                _exit(fn());
+        }
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status));
+        return WEXITSTATUS(status);
+}
+
+static int denied_child(void) {
+        pmqos_client *c;
+        uint32_t cookie;
+        int32_t v;
+        if (pmqos_client_new(&c) < 0)
+                return 1;
+        int r = pmqos_request(c, 10, &cookie);
+        int ok = r == -EACCES && pmqos_client_last_error(c) && pmqos_get_latency(c, &v) == 0 &&
+                 pmqos_set_minimum_latency(c, 5) == -EACCES;
+        pmqos_client_free(c);
+        return ok ? 0 : 2;
+}
+
+START_TEST(test_denied) {
+        ck_assert_int_eq(as_user("PMQOS_TEST_PLAIN_UID", "PMQOS_TEST_PLAIN_GID", denied_child), 0);
+}
+END_TEST
+
+static int limit_child(void) {
+        pmqos_client *c;
+        uint32_t cookie;
+        if (pmqos_client_new(&c) < 0)
+                return 1;
+        int ok = pmqos_request(c, 500, &cookie) == 0 && pmqos_request(c, 500, &cookie) == 0 &&
+                 pmqos_request(c, 500, &cookie) == -EUSERS;
+        pmqos_client_free(c);
+        return ok ? 0 : 2;
+}
+
+START_TEST(test_limit) {
+        /* The runner starts pmqosd with --max-requests-per-connection 2. */
+        ck_assert_int_eq(as_user("PMQOS_TEST_MEMBER_UID", "PMQOS_TEST_MEMBER_GID", limit_child), 0);
+}
+END_TEST
+
+START_TEST(test_rich_calls) {
+        pmqos_client *c;
+        uint32_t a, b, count;
+        int32_t v;
+        pmqos_request_info *infos;
+        size_t n;
+
+        ck_assert_int_eq(pmqos_client_new(&c), 0);
+        ck_assert_int_eq(pmqos_request_full(c, 200, "renderer", 60, NULL, 0, 0, &a), 0);
+        ck_assert_int_eq(pmqos_request_full(c, 300, NULL, 0, NULL, 0, PMQOS_REQUEST_PERSISTENT, &b), 0);
+        ck_assert_int_eq(pmqos_get_request_count(c, &count), 0);
+        ck_assert_uint_eq(count, 2);
+        ck_assert_int_eq(pmqos_get_kernel_latency(c, &v), 0);
+        ck_assert_int_eq(v, kernel_read());
+
+        ck_assert_int_eq(pmqos_list_requests(c, &infos, &n), 0);
+        ck_assert_uint_eq(n, 2);
+        bool seen_a = false, seen_b = false;
+        for (size_t i = 0; i < n; i++) {
+                ck_assert_uint_eq(infos[i].pid, (uint32_t) getpid());
+                ck_assert_uint_eq(infos[i].uid, 0);
+                ck_assert_ptr_nonnull(infos[i].exec);
+                ck_assert_ptr_nonnull(strstr(infos[i].exec, "test-libpmqos"));
+                if (infos[i].cookie == a) {
+                        seen_a = true;
+                        ck_assert_str_eq(infos[i].reason, "renderer");
+                        ck_assert_int_gt(infos[i].expires_usec, infos[i].created_usec);
+                        ck_assert(!infos[i].persistent);
+                        ck_assert_int_eq(infos[i].value, 200);
+                } else if (infos[i].cookie == b) {
+                        seen_b = true;
+                        ck_assert(infos[i].persistent);
+                        ck_assert_str_eq(infos[i].reason, "");
+                        ck_assert_int_eq(infos[i].expires_usec, 0);
+                }
+                ck_assert_uint_eq(infos[i].n_cpus, 0);
+                ck_assert_ptr_nonnull(infos[i].sender);
+        }
+        ck_assert(seen_a && seen_b);
+        pmqos_request_info_free(infos, n);
+
+        ck_assert_int_eq(pmqos_set_minimum_latency(c, 250), 0);
+        ck_assert_int_eq(pmqos_get_minimum_latency(c, &v), 0);
+        ck_assert_int_eq(v, 250);
+        ck_assert_int_eq(pmqos_get_latency(c, &v), 0);
+        ck_assert_int_eq(v, 250);
+        ck_assert_int_eq(pmqos_set_minimum_latency(c, PMQOS_LATENCY_NONE), 0);
+        ck_assert_int_eq(pmqos_cancel(c, a), 0);
+        ck_assert_int_eq(pmqos_cancel(c, b), 0);
+        ck_assert_int_eq(pmqos_client_set_allow_interactive(c, true), 0);
+        pmqos_client_free(c);
+}
+END_TEST
+
+typedef struct Seen {
+        int latency_events;
+        int32_t last_latency;
+        int requests_events;
+        int lost, restarted;
+} Seen;
+
+static void on_event(pmqos_client *c, pmqos_event event, int32_t usec, void *userdata) {
+        Seen *s = userdata;
+        (void) c;
+        switch (event) {
+        case PMQOS_EVENT_LATENCY_CHANGED:
+                s->latency_events++;
+                s->last_latency = usec;
+                break;
+        case PMQOS_EVENT_REQUESTS_CHANGED:
+                s->requests_events++;
+                break;
+        case PMQOS_EVENT_BROKER_LOST:
+                s->lost++;
+                break;
+        case PMQOS_EVENT_BROKER_RESTARTED:
+                s->restarted++;
+                break;
+        }
+}
+
+START_TEST(test_events) {
+        pmqos_client *watcher, *c;
+        Seen seen = {};
+        uint32_t cookie;
+
+        ck_assert_int_eq(pmqos_client_new(&watcher), 0);
+        ck_assert_int_eq(pmqos_client_set_event_callback(watcher, on_event, &seen), 0);
+        ck_assert_int_ge(pmqos_client_get_fd(watcher), 0);
+        int32_t v;
+        ck_assert_int_eq(pmqos_get_latency(watcher, &v), 0); /* subscription in place */
+        ck_assert_int_eq(pmqos_client_process(watcher), 0);
+        ck_assert_int_gt(pmqos_client_get_events(watcher), 0); /* nothing queued: wait for input */
+
+        ck_assert_int_eq(pmqos_client_new(&c), 0);
+        ck_assert_int_eq(pmqos_request(c, 333, &cookie), 0);
+        for (int i = 0; i < 100 && (seen.latency_events == 0 || seen.requests_events == 0); i++) {
+                struct pollfd p = { .fd = pmqos_client_get_fd(watcher),
+                                    .events = (short) pmqos_client_get_events(watcher) };
+                ck_assert_int_ge(pmqos_client_process(watcher), 0);
+                p.events = (short) pmqos_client_get_events(watcher);
+                poll(&p, 1, 50);
+        }
+        ck_assert_int_eq(seen.latency_events, 1);
+        ck_assert_int_eq(seen.last_latency, 333);
+        ck_assert_int_eq(seen.requests_events, 1);
+        pmqos_client_free(c);
+        pmqos_client_free(watcher);
+}
+END_TEST
+
+static pid_t broker_pid(void) {
+        sd_bus *bus = NULL;
+        sd_bus_message *reply = NULL;
+        uint32_t pid = 0;
+        if (sd_bus_open_system(&bus) < 0)
+                return -1;
+        if (sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                               "GetConnectionUnixProcessID", NULL, &reply, "s", "org.freedesktop.PMQoS") >= 0)
+                (void) sd_bus_message_read(reply, "u", &pid);
+        sd_bus_message_unref(reply);
+        sd_bus_flush_close_unref(bus);
+        return (pid_t) pid;
+}
+
+START_TEST(test_survives_broker_restart) {
+        pmqos_client *c;
+        Seen seen = {};
+        uint32_t cookie;
+        int32_t v;
+
+        ck_assert_int_eq(pmqos_client_new(&c), 0);
+        ck_assert_int_eq(pmqos_client_set_event_callback(c, on_event, &seen), 0);
+        ck_assert_int_eq(pmqos_request(c, 77, &cookie), 0);
+        ck_assert_kernel_at_most(77);
+
+        pid_t pid = broker_pid();
+        ck_assert_int_gt(pid, 0);
+        ck_assert_int_eq(kill(pid, SIGTERM), 0);
+
+        /* The runner starts pmqosd again, as a service manager would. */
+        for (int i = 0; i < 200 && seen.restarted == 0; i++)
+                ck_assert_int_ge(pmqos_client_wait(c, 50000), 0);
+        ck_assert_int_eq(seen.lost, 1);
+        ck_assert_int_eq(seen.restarted, 1);
+        ck_assert_int_ne(broker_pid(), pid);
+
+        ck_assert_kernel_at_most(77);
+        ck_assert_int_eq(pmqos_get_latency(c, &v), 0);
+        ck_assert_int_eq(v, 77);
+        /* The cookie we were given still works, though the new broker's differs. */
+        ck_assert_int_eq(pmqos_update(c, cookie, 66), 0);
+        ck_assert_kernel_at_most(66);
+        ck_assert_int_eq(pmqos_cancel(c, cookie), 0);
+        ck_assert_int_eq(kernel_read(), baseline);
+        pmqos_client_free(c);
+}
+END_TEST
+
+START_TEST(test_no_broker) {
+        pmqos_client *c = NULL;
+        ck_assert_int_eq(pmqos_client_new(&c), -ECONNREFUSED);
+        ck_assert_ptr_null(c);
+}
+END_TEST
+
+START_TEST(test_no_bus) {
+        pmqos_client *c = NULL;
+        ck_assert_int_eq(pmqos_client_new(&c), -EHOSTDOWN);
+        ck_assert_ptr_null(c);
+}
+END_TEST
+
+int main(int argc, char *argv[]) {
+        const char *mode = argc > 1 ? argv[1] : "broker";
+        Suite *s = suite_create("libpmqos");
+        TCase *tc = tcase_create(mode);
+        tcase_set_timeout(tc, 60);
+
+        if (strcmp(mode, "broker") == 0) {
+                tcase_add_checked_fixture(tc, setup, NULL);
+                tcase_add_test(tc, test_request_update_cancel);
+                tcase_add_test(tc, test_free_ends_requests);
+                tcase_add_test(tc, test_error_mapping);
+                tcase_add_test(tc, test_denied);
+                tcase_add_test(tc, test_limit);
+                tcase_add_test(tc, test_rich_calls);
+                tcase_add_test(tc, test_events);
+                tcase_add_test(tc, test_survives_broker_restart);
+        } else if (strcmp(mode, "no-broker") == 0)
+                tcase_add_test(tc, test_no_broker);
+        else if (strcmp(mode, "no-bus") == 0)
+                tcase_add_test(tc, test_no_bus);
+        else
+                return EXIT_FAILURE;
+        suite_add_tcase(s, tc);
+
+        SRunner *sr = srunner_create(s);
+        srunner_set_fork_status(sr, CK_NOFORK); /* one process: leak checkers see everything */
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
