@@ -38,6 +38,11 @@ static int usage_error(const char *verb, const char *fmt, ...) {
         return EXIT_USAGE;
 }
 
+static int bad_option(const char *verb, int argc, char *argv[]) {
+        const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+        return usage_error(verb, "unknown option or missing value in \"%s\"", arg);
+}
+
 static int broker_error(pmqos_client *c, const char *what, int r) {
         const char *msg = c ? pmqos_client_last_error(c) : NULL;
         if (r == -ECONNREFUSED && !msg)
@@ -140,13 +145,14 @@ static int verb_status(int argc, char *argv[]) {
         int c;
         optind = 0; /* full re-initialisation after main()'s own parsing */
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
-                if (c == 'h') {
+                if (c != 'h')
+                        return bad_option("status", argc, argv);
+                {
                         printf("Usage: pmqosctl status\n"
                                "Show the effective, kernel and minimum latency, the number of requests,\n"
                                "and which C-states of cpu0 the effective bound still allows.\n");
                         return 0;
                 }
-                return EXIT_USAGE;
         }
         if (optind < argc)
                 return usage_error("status", "unexpected argument \"%s\"", argv[optind]);
@@ -217,7 +223,7 @@ static int verb_list(int argc, char *argv[]) {
                         json = true;
                         break;
                 default:
-                        return EXIT_USAGE;
+                        return bad_option("list", argc, argv);
                 }
         if (optind < argc)
                 return usage_error("list", "unexpected argument \"%s\"", argv[optind]);
@@ -388,7 +394,7 @@ static int verb_hold(int argc, char *argv[]) {
                         break;
                 default:
                         free(cpus);
-                        return EXIT_USAGE;
+                        return bad_option("hold", argc, argv);
                 }
         if (optind >= argc) {
                 free(cpus);
@@ -484,7 +490,7 @@ static int verb_request(int argc, char *argv[]) {
                         persistent = true;
                         break;
                 default:
-                        return EXIT_USAGE;
+                        return bad_option("request", argc, argv);
                 }
         if (optind + 1 != argc)
                 return usage_error("request", "give exactly one USEC");
@@ -671,6 +677,7 @@ int main(int argc, char *argv[]) {
 
         if (env_root && *env_root)
                 arg_sysfs_root = env_root;
+        opterr = 0; /* we say it ourselves, in one line */
         while ((c = getopt_long(argc, argv, "+h", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
@@ -686,6 +693,7 @@ int main(int argc, char *argv[]) {
                         arg_sysfs_root = optarg;
                         break;
                 default:
+                        fprintf(stderr, "pmqosctl: unknown option \"%s\" (see pmqosctl --help)\n", argv[optind - 1]);
                         return EXIT_USAGE;
                 }
         if (optind >= argc) {

@@ -1,0 +1,110 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The Python binding (import pmqos) with Debian's /usr/bin/python3, on the
+live broker and the real device."""
+
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.environ.get("PMQOS_PYTHONPATH", os.path.join(os.path.dirname(__file__), "..", "..",
+                                                                    "bindings", "python")))
+import pmqos  # noqa: E402
+
+from harness import NOBODY, BrokerTestCase, PrivateBus, main, wait_for  # noqa: E402
+
+
+class BindingTestCase(BrokerTestCase):
+    def setUp(self):
+        super().setUp()
+        self._saved = os.environ.get("DBUS_SYSTEM_BUS_ADDRESS")
+        os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = self.bus.address
+
+    def tearDown(self):
+        if self._saved is None:
+            os.environ.pop("DBUS_SYSTEM_BUS_ADDRESS", None)
+        else:
+            os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = self._saved
+        super().tearDown()
+
+
+class TestClient(BindingTestCase):
+    def test_request_update_cancel(self):
+        with pmqos.Client() as c:
+            cookie = c.request(150, reason="python test")
+            self.assertKernelAtMost(150)
+            self.assertEqual(c.latency, 150)
+            c.update(cookie, 60)
+            self.assertKernelAtMost(60)
+            self.assertEqual(c.latency, 60)
+            c.cancel(cookie)
+            self.assertEqual(c.latency, -1)
+        self.assertKernelReleased()
+
+    def test_close_ends_requests(self):
+        w = self.client()
+        c = pmqos.Client()
+        c.request(70)
+        c.request(71)
+        self.assertEqual(len(w.requests()), 2)
+        c.close()
+        c.close()  # twice is fine
+        wait_for(lambda: w.requests() == [], what="the requests to end")
+        self.assertKernelReleased()
+        with self.assertRaises(pmqos.Error):
+            c.request(10)
+
+    def test_hold(self):
+        w = self.client()
+        with pmqos.hold(45, reason="render") as h:
+            self.assertKernelAtMost(45)
+            self.assertEqual([(r[0], r[7], r[8]) for r in w.requests()], [(h.cookie, "render", 45)])
+        wait_for(lambda: w.requests() == [], what="the hold to end")
+        self.assertKernelReleased()
+
+    def test_exceptions(self):
+        with pmqos.Client() as c:
+            with self.assertRaises(pmqos.InvalidArgument) as e:
+                c.request(-5)
+            self.assertIsInstance(e.exception, ValueError)
+            with self.assertRaises(ValueError):
+                c.request(pmqos.LATENCY_MAX + 1)
+            with self.assertRaises(ValueError):
+                c.request(1.5)
+            with self.assertRaises(pmqos.NoSuchRequest) as e:
+                c.cancel(12345)
+            self.assertIsInstance(e.exception, LookupError)
+            self.assertIn("cookie", str(e.exception))
+            with self.assertRaises(LookupError):
+                c.update(12345, 10)
+            with self.assertRaises(pmqos.InvalidArgument):
+                c.request(10, cpus=[7777])
+
+    def test_access_denied_as_other_user(self):
+        code = ("import os, sys, pmqos\n"
+                "try:\n"
+                "    pmqos.Client().request(10)\n"
+                "except pmqos.AccessDenied as e:\n"
+                "    sys.exit(0 if isinstance(e, PermissionError) and 'Not authorized' in str(e) else 2)\n"
+                "sys.exit(1)\n")
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(pmqos.__file__)))
+        proc = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
+                               "/usr/bin/python3", "-c", code], env=env)
+        self.assertEqual(proc.returncode, 0)
+
+    def test_broker_unavailable(self):
+        empty = PrivateBus()
+        try:
+            os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = empty.address
+            with self.assertRaises(pmqos.BrokerUnavailable) as e:
+                pmqos.Client()
+            self.assertIsInstance(e.exception, ConnectionError)
+            os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=/nonexistent/bus"
+            with self.assertRaises(ConnectionError):
+                pmqos.hold(10).__enter__()
+        finally:
+            os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = self.bus.address
+            empty.stop()
+
+
+if __name__ == "__main__":
+    main()
