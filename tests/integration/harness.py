@@ -404,27 +404,38 @@ class BrokerTestCase(unittest.TestCase):
     with_polkit = False
 
     def setUp(self):
-        self.kernel = Kernel()
-        self.bus = PrivateBus(with_polkit=self.with_polkit)
-        self.polkit = Polkitd(self.bus) if self.with_polkit else None
-        self.daemon = Daemon(self.bus, self.kernel, self.daemon_args)
+        # Cleanups run even when setUp fails half-way, so no bus or daemon leaks.
         self.clients = []
         self.peers = []
+        self.kernel = Kernel()
+        self.addCleanup(self._release_kernel)
+        self.bus = PrivateBus(with_polkit=self.with_polkit)
+        self.addCleanup(lambda: self.bus.stop())
+        self.polkit = None
+        if self.with_polkit:
+            self.polkit = Polkitd(self.bus)
+            self.addCleanup(lambda: self.polkit and self.polkit.stop())
+        self.daemon = Daemon(self.bus, self.kernel, self.daemon_args)
+        self.addCleanup(self._stop_daemon)
+        self.addCleanup(self._close_clients)
 
-    def tearDown(self):
+    def _close_clients(self):
         for c in self.clients:
             c.close()
         for p in self.peers:
             p.close()
+
+    def _stop_daemon(self):
         code = self.daemon.stop()
         if code != 0 or self._outcome_failed():
             sys.stderr.write(self.daemon.output())
-        if self.polkit:
-            self.polkit.stop()
-        self.bus.stop()
         self.assertEqual(code, 0, "pmqosd did not exit cleanly on SIGTERM")
-        wait_for(self.kernel.released, what="the device to be released after pmqosd exits")
-        self.kernel.cleanup()
+
+    def _release_kernel(self):
+        try:
+            wait_for(self.kernel.released, what="the device to be released after pmqosd exits")
+        finally:
+            self.kernel.cleanup()
 
     def _outcome_failed(self):
         result = getattr(self, "_outcome", None)

@@ -16,15 +16,10 @@ from harness import NOBODY, BrokerTestCase, PrivateBus, main, wait_for  # noqa: 
 class BindingTestCase(BrokerTestCase):
     def setUp(self):
         super().setUp()
-        self._saved = os.environ.get("DBUS_SYSTEM_BUS_ADDRESS")
+        saved = os.environ.get("DBUS_SYSTEM_BUS_ADDRESS")
         os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = self.bus.address
-
-    def tearDown(self):
-        if self._saved is None:
-            os.environ.pop("DBUS_SYSTEM_BUS_ADDRESS", None)
-        else:
-            os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = self._saved
-        super().tearDown()
+        self.addCleanup(lambda: os.environ.pop("DBUS_SYSTEM_BUS_ADDRESS", None) if saved is None
+                        else os.environ.__setitem__("DBUS_SYSTEM_BUS_ADDRESS", saved))
 
 
 class TestClient(BindingTestCase):

@@ -52,12 +52,9 @@ class CpuTestCase(BrokerTestCase):
 
     def setUp(self):
         self.sysfs = make_fake_sysfs(self.sysfs_originals, self.sysfs_offline)
+        self.addCleanup(shutil.rmtree, self.sysfs, True)  # last: after pmqosd has restored it
         self.daemon_args = ("--sysfs-root", self.sysfs)
         super().setUp()
-
-    def tearDown(self):
-        super().tearDown()
-        shutil.rmtree(self.sysfs, ignore_errors=True)
 
     def state_text(self):
         with open(os.path.join(self.daemon.state_dir, "state")) as f:
@@ -168,12 +165,9 @@ class TestRealSysfs(CpuTestCase):
         self.daemon_args = ("--sysfs-root", REAL_SYSFS)
         self.cpu = max(c for c in range(os.cpu_count()) if os.path.exists(cpu_file(REAL_SYSFS, c)))
         self.original = read(REAL_SYSFS, self.cpu)
+        # Runs after pmqosd has exited: the machine is as we found it.
+        self.addCleanup(lambda: self.assertEqual(read(REAL_SYSFS, self.cpu), self.original))
         BrokerTestCase.setUp(self)
-
-    def tearDown(self):
-        BrokerTestCase.tearDown(self)
-        if self.real:
-            self.assertEqual(read(REAL_SYSFS, self.cpu), self.original)
 
     def test_real_cpu_file(self):
         c = self.client()

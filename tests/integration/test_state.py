@@ -131,7 +131,7 @@ class TestCorruptState(StateTestCase):
         text = self.good_text()
         for cut in (len(text) - 4, len(text) - 1, len(text) // 2):
             with self.subTest(cut=cut):
-                self.tearDown()
+                self.doCleanups()
                 self.setUp()
                 out = self.corrupt_and_restart(text[:cut])
                 self.assertIn("truncated", out)
