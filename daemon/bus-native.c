@@ -116,12 +116,12 @@ static int append_request(sd_bus_message *reply, const Request *req) {
                                   "value", "i", req->value,
                                   "uid", "u", (uint32_t) req->uid,
                                   "pid", "u", (uint32_t) req->pid,
-                                  "exec", "s", req->exec,
-                                  "reason", "s", req->reason,
+                                  "exec", "s", request_exec(req),
+                                  "reason", "s", request_reason(req),
                                   "created", "x", req->created_usec,
                                   "persistent", "b", (int) req->persistent,
                                   "expires", "x", req->expires_usec,
-                                  "sender", "s", req->sender ?: "");
+                                  "sender", "s", request_sender(req));
         if (r < 0)
                 return r;
         r = sd_bus_message_open_container(reply, 'e', "sv");

@@ -86,8 +86,8 @@ static int method_get_latency_requests(sd_bus_message *message, void *userdata, 
                 return r;
         STORE_FOREACH(req, &m->store) {
                 r = sd_bus_message_append(reply, "(uuusxbssi)", req->cookie, (uint32_t) req->uid,
-                                          (uint32_t) req->pid, req->exec, req->created_usec / 1000000,
-                                          (int) req->persistent, qos_type_to_string(req->type), req->reason,
+                                          (uint32_t) req->pid, request_exec(req), req->created_usec / 1000000,
+                                          (int) req->persistent, qos_type_to_string(req->type), request_reason(req),
                                           req->value);
                 if (r < 0)
                         return r;

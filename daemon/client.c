@@ -18,13 +18,13 @@
 
 #define EXEC_MAX 4096
 
-static char *read_cmdline(pid_t pid) {
+static SharedString *read_cmdline(pid_t pid) {
         char path[64], buf[EXEC_MAX];
         snprintf(path, sizeof(path), "/proc/%d/cmdline", (int) pid);
 
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
-                return strdup("");
+                return shared_string_new("");
         ssize_t n = read(fd, buf, sizeof(buf) - 1);
         close(fd);
         if (n < 0)
@@ -37,7 +37,7 @@ static char *read_cmdline(pid_t pid) {
         while (n > 0 && buf[n - 1] == ' ')
                 n--;
         buf[n] = 0;
-        return strdup(buf);
+        return shared_string_new(buf);
 }
 
 Client *client_ref(Client *c) {
@@ -53,7 +53,7 @@ Client *client_unref(Client *c) {
         sd_bus_slot_unref(c->match_slot);
         sd_bus_slot_unref(c->creds_slot);
         free(c->name);
-        free(c->exec);
+        shared_string_unref(c->exec);
         free(c);
         return NULL;
 }
@@ -213,6 +213,7 @@ int client_get(Manager *m, const char *name, Client **ret) {
         c->manager = m;
         c->state = CLIENT_RESOLVING;
         c->name = strdup(name);
+        c->owner.name = c->name;
         if (!c->name) {
                 client_unref(c);
                 return -ENOMEM;

@@ -29,7 +29,7 @@ struct Client {
         ClientState state;
         uid_t uid;
         pid_t pid;
-        char *exec;
+        SharedString *exec;
         sd_bus_slot *match_slot;
         sd_bus_slot *creds_slot;
         RequestOwner owner;

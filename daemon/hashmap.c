@@ -59,7 +59,7 @@ static size_t find_slot(const Hashmap *h, const void *key, uint64_t hash) {
         size_t mask = h->n_buckets - 1;
         for (size_t i = hash & mask;; i = (i + 1) & mask) {
                 const HashmapEntry *e = &h->entries[i];
-                if (!e->key || (e->hash == hash && h->ops->equal(e->key, key)))
+                if (!e->key || h->ops->equal(e->key, key))
                         return i;
         }
 }
@@ -76,14 +76,14 @@ static int resize(Hashmap *h, size_t n_buckets) {
         h->n_buckets = n_buckets;
         for (size_t i = 0; i < old_n; i++)
                 if (old[i].key)
-                        h->entries[find_slot(h, old[i].key, old[i].hash)] = old[i];
+                        h->entries[find_slot(h, old[i].key, h->ops->hash(old[i].key))] = old[i];
         free(old);
         return 0;
 }
 
 int hashmap_put(Hashmap *h, const void *key, void *value) {
-        /* Keep the load factor at or below 1/2. */
-        if ((h->n_entries + 1) * 2 > h->n_buckets) {
+        /* Keep the load factor at or below 3/4: short probes, little memory. */
+        if ((h->n_entries + 1) * 4 > h->n_buckets * 3) {
                 size_t n = h->n_buckets ? h->n_buckets * 2 : HASHMAP_MIN_BUCKETS;
                 int r = resize(h, n);
                 if (r < 0)
@@ -95,7 +95,7 @@ int hashmap_put(Hashmap *h, const void *key, void *value) {
         if (h->entries[i].key)
                 return -EEXIST;
 
-        h->entries[i] = (HashmapEntry) { .key = key, .value = value, .hash = hash };
+        h->entries[i] = (HashmapEntry) { .key = key, .value = value };
         h->n_entries++;
         return 0;
 }
@@ -122,7 +122,7 @@ void *hashmap_remove(Hashmap *h, const void *key) {
         /* Shift later members of the probe run back into the hole, as long as
          * that does not move one before its home bucket. */
         for (size_t j = (i + 1) & mask; h->entries[j].key; j = (j + 1) & mask) {
-                size_t home = h->entries[j].hash & mask;
+                size_t home = h->ops->hash(h->entries[j].key) & mask;
                 bool movable = i <= j ? (home <= i || home > j) : (home <= i && home > j);
                 if (movable) {
                         h->entries[i] = h->entries[j];
@@ -131,6 +131,10 @@ void *hashmap_remove(Hashmap *h, const void *key) {
         }
         h->entries[i] = (HashmapEntry) {};
         h->n_entries--;
+
+        /* Give memory back after a burst (shrinking can fail harmlessly). */
+        if (h->n_buckets > HASHMAP_MIN_BUCKETS && h->n_entries * 8 < h->n_buckets)
+                (void) resize(h, h->n_buckets / 2);
         return value;
 }
 

@@ -165,10 +165,6 @@ int manager_load_state(Manager *m) {
                         m->state_dirty = true;
                         continue; /* ended while we were down */
                 }
-                if (!req->exec)
-                        req->exec = strdup("");
-                if (!req->reason)
-                        req->reason = strdup("");
                 if (store_get(&m->store, req->cookie) || store_add(&m->store, req, NULL) < 0)
                         continue;
                 d.requests[i] = NULL;

@@ -100,10 +100,12 @@ static void execute_request(Op *op) {
         req->persistent = op->persistent;
         req->created_usec = now_realtime_usec();
         req->expires_usec = op->timeout_usec > 0 ? req->created_usec + (int64_t) op->timeout_usec : 0;
-        req->exec = strdup(c->exec);
-        req->sender = strdup(c->name);
-        req->reason = strdup(op->reason ?: "");
-        if (!req->exec || !req->sender || !req->reason || request_set_cpus(req, op->cpus, op->n_cpus) < 0) {
+        req->exec = shared_string_ref(c->exec);
+        if (op->reason && op->reason[0]) {
+                req->reason = op->reason;
+                op->reason = NULL;
+        }
+        if (request_set_cpus(req, op->cpus, op->n_cpus) < 0) {
                 request_free(req);
                 op_reply_error(op, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
                 return;

@@ -101,9 +101,9 @@ int state_serialize(const Store *s, int32_t floor, const CpuOriginal *originals,
                 for (size_t i = 0; i < r->n_cpus; i++)
                         text_printf(out, "%s%" PRIu32, i ? "," : "", r->cpus[i]);
                 text_append(out, " exec=");
-                text_append_escaped(out, r->exec ?: "");
+                text_append_escaped(out, request_exec(r));
                 text_append(out, " reason=");
-                text_append_escaped(out, r->reason ?: "");
+                text_append_escaped(out, request_reason(r));
                 text_append(out, "\n");
         }
         /* A file cut short at a line boundary still lacks this. */
@@ -269,14 +269,14 @@ static int parse_request(char *fields, Request **ret, const char **why) {
                         break;
                 case F_EXEC:
                         k = unescape(val);
-                        if (k >= 0 && !(r->exec = strdup(val)))
+                        if (k >= 0 && val[0] && !(r->exec = shared_string_new(val)))
                                 k = -ENOMEM;
                         break;
                 case F_REASON:
                         k = unescape(val);
                         if (k >= 0 && strlen(val) > STATE_REASON_MAX)
                                 k = -EINVAL;
-                        if (k >= 0 && !(r->reason = strdup(val)))
+                        if (k >= 0 && val[0] && !(r->reason = strdup(val)))
                                 k = -ENOMEM;
                         break;
                 }

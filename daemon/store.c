@@ -40,6 +40,28 @@ void store_done(Store *s) {
         s->n_cpu_heaps = 0;
 }
 
+SharedString *shared_string_new(const char *text) {
+        size_t n = strlen(text);
+        SharedString *s = malloc(sizeof(SharedString) + n + 1);
+        if (!s)
+                return NULL;
+        s->n_ref = 1;
+        memcpy(s->text, text, n + 1);
+        return s;
+}
+
+SharedString *shared_string_ref(SharedString *s) {
+        if (s)
+                s->n_ref++;
+        return s;
+}
+
+SharedString *shared_string_unref(SharedString *s) {
+        if (s && --s->n_ref == 0)
+                free(s);
+        return NULL;
+}
+
 Request *request_new(Store *s) {
         Request *r = calloc(1, sizeof(Request));
         if (!r)
@@ -57,9 +79,8 @@ Request *request_new(Store *s) {
 
 Request *request_free(Request *r) {
         if (r) {
-                free(r->exec);
+                shared_string_unref(r->exec);
                 free(r->reason);
-                free(r->sender);
                 free(r->cpus);
                 free(r->cpu_nodes);
                 free(r);
@@ -300,11 +321,8 @@ unsigned store_drop_owner(Store *s, RequestOwner *owner) {
                 Request *r = owner->head;
                 if (request_dies_with_owner(r))
                         store_remove(s, r);
-                else {
+                else
                         owner_unlink(r);
-                        free(r->sender);
-                        r->sender = NULL;
-                }
                 n++;
         }
         return n;

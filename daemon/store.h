@@ -22,6 +22,16 @@ typedef enum QosType {
 
 typedef struct Request Request;
 
+/* Text shared by many requests (a client's command line), freed with the last. */
+typedef struct SharedString {
+        unsigned n_ref;
+        char text[];
+} SharedString;
+
+SharedString *shared_string_new(const char *text);
+SharedString *shared_string_ref(SharedString *s);
+SharedString *shared_string_unref(SharedString *s);
+
 /* A per-CPU request sits in one heap per CPU it names. */
 typedef struct CpuNode {
         HeapNode node;
@@ -31,6 +41,7 @@ typedef struct CpuNode {
 
 /* Everything one bus connection holds; embedded in that connection's record. */
 typedef struct RequestOwner {
+        const char *name; /* the owner's unique bus name, shown as each request's "sender" */
         Request *head;
         unsigned n_requests;
 } RequestOwner;
@@ -41,9 +52,8 @@ struct Request {
         QosType type;
         uid_t uid;
         pid_t pid;
-        char *exec;
-        char *reason;
-        char *sender;         /* unique bus name while the owner is connected, else NULL */
+        SharedString *exec;
+        char *reason;         /* NULL when none was given */
         int64_t created_usec; /* CLOCK_REALTIME */
         int64_t expires_usec; /* CLOCK_REALTIME deadline, 0 = never */
         bool persistent;
@@ -100,6 +110,19 @@ int64_t store_next_expiry(const Store *s);
 Request *store_first_expired(const Store *s, int64_t now);
 size_t store_size(const Store *s);
 unsigned store_count_uid(const Store *s, uid_t uid);
+
+static inline const char *request_exec(const Request *r) {
+        return r->exec ? r->exec->text : "";
+}
+
+static inline const char *request_reason(const Request *r) {
+        return r->reason ?: "";
+}
+
+/* The unique bus name of the connection that owns r, "" once it left. */
+static inline const char *request_sender(const Request *r) {
+        return r->owner && r->owner->name ? r->owner->name : "";
+}
 
 static inline bool request_dies_with_owner(const Request *r) {
         return !r->persistent && r->expires_usec == 0;

@@ -16,8 +16,8 @@ static Request *add(Store *s, int32_t value, bool persistent, const char *exec, 
         r->pid = 4242;
         r->persistent = persistent;
         r->created_usec = 1796014274123456;
-        r->exec = strdup(exec);
-        r->reason = strdup(reason);
+        r->exec = shared_string_new(exec);
+        r->reason = reason[0] ? strdup(reason) : NULL;
         ck_assert_int_eq(store_add(s, r, NULL), 0);
         return r;
 }
@@ -48,8 +48,8 @@ START_TEST(test_round_trip) {
         ck_assert_uint_eq(d.n_requests, 2); /* only persistent ones */
         ck_assert_uint_eq(d.requests[0]->cookie, a->cookie);
         ck_assert_int_eq(d.requests[0]->value, 50);
-        ck_assert_str_eq(d.requests[0]->exec, a->exec);
-        ck_assert_str_eq(d.requests[0]->reason, a->reason);
+        ck_assert_str_eq(request_exec(d.requests[0]), request_exec(a));
+        ck_assert_str_eq(request_reason(d.requests[0]), request_reason(a));
         ck_assert_int_eq(d.requests[0]->created_usec, a->created_usec);
         ck_assert_uint_eq(d.requests[0]->uid, 1000);
         ck_assert_int_eq(d.requests[0]->pid, 4242);

@@ -102,8 +102,9 @@ START_TEST(test_drop_owner) {
         store_init(&s, 2);
         add(&s, &a, 10, 1000, false);
         add(&s, &a, 20, 1000, false);
+        a.name = ":1.9";
         Request *kept = add(&s, &a, 5, 1000, true);
-        kept->sender = strdup(":1.9");
+        ck_assert_str_eq(request_sender(kept), ":1.9");
         Request *timed = request_new(&s);
         timed->value = 1;
         timed->uid = 1000;
@@ -119,7 +120,7 @@ START_TEST(test_drop_owner) {
         ck_assert_uint_eq(a.n_requests, 0);
         ck_assert_uint_eq(store_size(&s), 3);
         ck_assert_ptr_null(kept->owner);
-        ck_assert_ptr_null(kept->sender);
+        ck_assert_str_eq(request_sender(kept), "");
         ck_assert_uint_eq(store_count_uid(&s, 1000), 2);
         ck_assert_int_eq(store_min(&s), 1);
 

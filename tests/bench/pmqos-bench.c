@@ -1,0 +1,696 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* pmqos-bench: measures pmqosd against the bus's own floor, in one run, on a
+ * private bus it starts (or an existing one with --bus), and prints one row
+ * per figure with its target and PASS/FAIL. Absolute times drift on shared
+ * machines; every target is a ratio to a baseline measured in the same run.
+ *
+ *   pmqos-bench [--pmqosd PATH] [--device PATH] [--quick] [--json]
+ *
+ * --quick shrinks every figure (for meson test) and checks only that each
+ * row is produced. Needs root: requests from other users need polkit. */
+
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <systemd/sd-bus.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUS_NAME "org.freedesktop.PMQoS"
+#define PATH "/org/freedesktop/PMQoS"
+#define QOS "org.freedesktop.UPower.QoS"
+#define NATIVE "org.freedesktop.PMQoS"
+#define LATENCY_NONE_KERNEL 2000000000
+
+typedef struct Config {
+        const char *pmqosd;
+        const char *device;
+        bool quick, json;
+        /* sizes */
+        int pings, pairs, held_conns, held_per_conn, throughput_secs, vanish_rounds, vanish_requests, idle_secs,
+                memory_requests, write_ops;
+} Config;
+
+typedef struct Row {
+        const char *figure;
+        char value[96];
+        char target[96];
+        bool pass;
+        bool has_target;
+        double number; /* for --json */
+} Row;
+
+static Row rows[16];
+static int n_rows;
+static char tmpdir[256];
+static char bus_address[512];
+static pid_t bus_pid, daemon_pid;
+static int32_t kernel_baseline;
+
+static void die(const char *what, int r) {
+        fprintf(stderr, "pmqos-bench: %s: %s\n", what, strerror(r < 0 ? -r : r));
+        if (daemon_pid > 0)
+                kill(daemon_pid, SIGTERM);
+        if (bus_pid > 0)
+                kill(bus_pid, SIGTERM);
+        exit(EXIT_FAILURE);
+}
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+        return x < y ? -1 : x > y;
+}
+
+static double p50_us(uint64_t *ns, int n) {
+        qsort(ns, (size_t) n, sizeof(uint64_t), cmp_u64);
+        return (double) ns[n / 2] / 1000.0;
+}
+
+static Row *add_row(const char *figure) {
+        Row *r = &rows[n_rows++];
+        *r = (Row) { .figure = figure, .pass = true };
+        return r;
+}
+
+/* ---- the world: bus, daemon, device ---- */
+
+static int32_t kernel_read(const char *device) {
+        int32_t v = 0;
+        int fd = open(device, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                die("open device", errno);
+        if (pread(fd, &v, sizeof(v), 0) != sizeof(v))
+                die("read device", errno);
+        close(fd);
+        return v;
+}
+
+static void start_bus(void) {
+        char conf[512], sock[300], policy_dir[300];
+        snprintf(tmpdir, sizeof(tmpdir), "/tmp/pmqos-bench-XXXXXX");
+        if (!mkdtemp(tmpdir))
+                die("mkdtemp", errno);
+        chmod(tmpdir, 0755);
+        snprintf(sock, sizeof(sock), "%s/bus", tmpdir);
+        snprintf(conf, sizeof(conf), "%s/bus.conf", tmpdir);
+        snprintf(policy_dir, sizeof(policy_dir), "%s/system.d", tmpdir);
+        mkdir(policy_dir, 0755);
+        FILE *f = fopen(conf, "we");
+        if (!f)
+                die("write bus config", errno);
+        fprintf(f,
+                "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN\"\n"
+                " \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n"
+                "<busconfig><type>system</type><listen>unix:path=%s</listen><auth>EXTERNAL</auth>\n"
+                "<limit name=\"max_replies_per_connection\">50000</limit>\n"
+                "<limit name=\"max_match_rules_per_connection\">50000</limit>\n"
+                "<limit name=\"max_connections_per_user\">100000</limit>\n"
+                "<limit name=\"max_completed_connections\">100000</limit>\n"
+                "<policy context=\"default\"><allow user=\"*\"/><allow own=\"*\"/><allow send_type=\"method_call\"/>\n"
+                "<allow send_type=\"signal\"/><allow send_requested_reply=\"true\" send_type=\"method_return\"/>\n"
+                "<allow send_requested_reply=\"true\" send_type=\"error\"/><allow receive_type=\"method_call\"/>\n"
+                "<allow receive_type=\"method_return\"/><allow receive_type=\"error\"/><allow receive_type=\"signal\"/>\n"
+                "</policy></busconfig>\n",
+                sock);
+        fclose(f);
+
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd),
+                 "dbus-daemon --config-file=%s --fork --print-address=1 --print-pid=1 2>%s/dbus.log", conf, tmpdir);
+        FILE *p = popen(cmd, "re");
+        if (!p || fscanf(p, "%511s %d", bus_address, &bus_pid) != 2)
+                die("start dbus-daemon", EIO);
+        pclose(p);
+        setenv("DBUS_SYSTEM_BUS_ADDRESS", bus_address, 1);
+}
+
+static sd_bus *connect_bus(void) {
+        sd_bus *bus;
+        int r = sd_bus_open_system(&bus);
+        if (r < 0)
+                die("connect to the bus", r);
+        return bus;
+}
+
+static void start_daemon(const Config *c) {
+        char state[300], log[300];
+        snprintf(state, sizeof(state), "%s/state", tmpdir);
+        snprintf(log, sizeof(log), "%s/pmqosd.log", tmpdir);
+        daemon_pid = fork();
+        if (daemon_pid < 0)
+                die("fork", errno);
+        if (daemon_pid == 0) {
+                int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                dup2(fd, 1);
+                dup2(fd, 2);
+                execl(c->pmqosd, c->pmqosd, "--device", c->device, "--state-dir", state, (char *) NULL);
+                _exit(127);
+        }
+        sd_bus *bus = connect_bus();
+        for (int i = 0; i < 1000; i++) {
+                if (sd_bus_call_method(bus, BUS_NAME, PATH, "org.freedesktop.DBus.Peer", "Ping", NULL, NULL, "") >= 0) {
+                        sd_bus_flush_close_unref(bus);
+                        return;
+                }
+                usleep(10000);
+        }
+        die("pmqosd did not come up", ETIMEDOUT);
+}
+
+static void stop_all(void) {
+        if (daemon_pid > 0) {
+                kill(daemon_pid, SIGTERM);
+                waitpid(daemon_pid, NULL, 0);
+        }
+        if (bus_pid > 0)
+                kill(bus_pid, SIGTERM);
+        char cmd[300];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+        if (system(cmd) != 0)
+                fprintf(stderr, "pmqos-bench: could not remove %s\n", tmpdir);
+}
+
+/* utime + stime of a process, in clock ticks */
+static uint64_t cpu_ticks(pid_t pid) {
+        char path[64], buf[1024];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return 0;
+        buf[n] = 0;
+        char *p = strrchr(buf, ')');
+        unsigned long utime = 0, stime = 0;
+        /* fields after ")": state(3) … utime(14) stime(15) */
+        if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
+                return 0;
+        return utime + stime;
+}
+
+static long status_field(pid_t pid, const char *task, const char *key) {
+        char path[128], line[256];
+        if (task)
+                snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int) pid, task);
+        else
+                snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
+        FILE *f = fopen(path, "re");
+        long v = -1;
+        if (!f)
+                return -1;
+        while (fgets(line, sizeof(line), f))
+                if (strncmp(line, key, strlen(key)) == 0 && line[strlen(key)] == ':') {
+                        v = strtol(line + strlen(key) + 1, NULL, 10);
+                        break;
+                }
+        fclose(f);
+        return v;
+}
+
+/* Context switches of every thread of pid. */
+static long ctx_switches(pid_t pid) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/task", (int) pid);
+        DIR *d = opendir(path);
+        long total = 0;
+        struct dirent *de;
+        if (!d)
+                return -1;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        total += status_field(pid, de->d_name, "voluntary_ctxt_switches") +
+                                 status_field(pid, de->d_name, "nonvoluntary_ctxt_switches");
+        closedir(d);
+        return total;
+}
+
+/* ---- calls ---- */
+
+static uint32_t request(sd_bus *bus, int32_t value) {
+        sd_bus_message *reply = NULL;
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        uint32_t cookie = 0;
+        int r = sd_bus_call_method(bus, BUS_NAME, PATH, QOS, "RequestLatency", &e, &reply, "sib", "cpu_dma", value, 0);
+        if (r < 0) {
+                fprintf(stderr, "pmqos-bench: RequestLatency: %s\n", e.message ?: strerror(-r));
+                exit(EXIT_FAILURE);
+        }
+        sd_bus_message_read(reply, "u", &cookie);
+        sd_bus_message_unref(reply);
+        return cookie;
+}
+
+static void cancel(sd_bus *bus, uint32_t cookie) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        int r = sd_bus_call_method(bus, BUS_NAME, PATH, QOS, "CancelRequest", &e, NULL, "u", cookie);
+        if (r < 0) {
+                fprintf(stderr, "pmqos-bench: CancelRequest: %s\n", e.message ?: strerror(-r));
+                exit(EXIT_FAILURE);
+        }
+}
+
+static void update(sd_bus *bus, uint32_t cookie, int32_t value) {
+        if (sd_bus_call_method(bus, BUS_NAME, PATH, NATIVE, "Update", NULL, NULL, "ui", cookie, value) < 0)
+                exit(EXIT_FAILURE);
+}
+
+static void ping(sd_bus *bus) {
+        if (sd_bus_call_method(bus, BUS_NAME, PATH, "org.freedesktop.DBus.Peer", "Ping", NULL, NULL, "") < 0)
+                exit(EXIT_FAILURE);
+}
+
+/* ---- figures ---- */
+
+static double measure_floor(const Config *c, sd_bus *bus) {
+        uint64_t *t = calloc((size_t) c->pings, sizeof(uint64_t));
+        for (int i = 0; i < c->pings / 10; i++) /* warm up */
+                ping(bus);
+        for (int i = 0; i < c->pings; i++) {
+                uint64_t a = now_ns();
+                ping(bus);
+                t[i] = now_ns() - a;
+        }
+        double p = p50_us(t, c->pings);
+        free(t);
+        return p;
+}
+
+static double measure_pairs(const Config *c, sd_bus *bus) {
+        uint64_t *t = calloc((size_t) c->pairs, sizeof(uint64_t));
+        for (int i = 0; i < c->pairs / 10; i++) /* warm up, as for the floor */
+                cancel(bus, request(bus, 100 + i));
+        for (int i = 0; i < c->pairs; i++) {
+                int32_t v = 100 + (i % 500); /* differs each time: the kernel is written twice per pair */
+                uint64_t a = now_ns();
+                uint32_t cookie = request(bus, v);
+                cancel(bus, cookie);
+                t[i] = now_ns() - a;
+        }
+        double p = p50_us(t, c->pairs);
+        free(t);
+        return p;
+}
+
+static void hold_many(sd_bus **conns, int n_conns, int per_conn, int32_t base) {
+        for (int i = 0; i < n_conns; i++) {
+                conns[i] = connect_bus();
+                for (int k = 0; k < per_conn; k++)
+                        request(conns[i], base + i * per_conn + k);
+        }
+}
+
+static void release_many(sd_bus **conns, int n_conns) {
+        for (int i = 0; i < n_conns; i++)
+                sd_bus_flush_close_unref(conns[i]);
+}
+
+typedef struct Counter {
+        uint64_t ops;
+} Counter;
+
+static void throughput_worker(int secs, bool pings, volatile Counter *out, int idx) {
+        sd_bus *bus = connect_bus();
+        uint64_t end = now_ns() + (uint64_t) secs * 1000000000u, ops = 0;
+        int32_t v = 1000 + idx * 1000;
+        while (now_ns() < end) {
+                if (pings) {
+                        ping(bus);
+                        ops++;
+                        continue;
+                }
+                uint32_t cookie = request(bus, v++ % 100000 + 1);
+                update(bus, cookie, v % 100000 + 2);
+                cancel(bus, cookie);
+                ops += 3;
+        }
+        out[idx].ops = ops;
+        sd_bus_flush_close_unref(bus);
+        _exit(0);
+}
+
+static double run_workers(const Config *c, bool pings, uint64_t *ret_daemon_ticks, uint64_t *ret_bus_ticks) {
+        enum { N = 8 };
+        volatile Counter *counters = mmap(NULL, sizeof(Counter) * N, PROT_READ | PROT_WRITE,
+                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        uint64_t d0 = cpu_ticks(daemon_pid), b0 = cpu_ticks(bus_pid);
+        uint64_t start = now_ns();
+        for (int i = 0; i < N; i++)
+                if (fork() == 0)
+                        throughput_worker(c->throughput_secs, pings, counters, i);
+        for (int i = 0; i < N; i++)
+                wait(NULL);
+        double secs = (double) (now_ns() - start) / 1e9;
+        *ret_daemon_ticks = cpu_ticks(daemon_pid) - d0;
+        *ret_bus_ticks = cpu_ticks(bus_pid) - b0;
+        uint64_t total = 0;
+        for (int i = 0; i < N; i++)
+                total += counters[i].ops;
+        munmap((void *) counters, sizeof(Counter) * N);
+        return (double) total / secs;
+}
+
+static double measure_vanish(const Config *c) {
+        uint64_t *t = calloc((size_t) c->vanish_rounds, sizeof(uint64_t));
+        for (int round = 0; round < c->vanish_rounds; round++) {
+                int pipefd[2];
+                if (pipe2(pipefd, O_CLOEXEC) < 0)
+                        die("pipe", errno);
+                pid_t child = fork();
+                if (child == 0) {
+                        sd_bus *bus = connect_bus();
+                        for (int k = 0; k < c->vanish_requests; k++)
+                                request(bus, 10 + k);
+                        if (write(pipefd[1], "r", 1) != 1)
+                                _exit(1);
+                        pause();
+                        _exit(0);
+                }
+                char ch;
+                if (read(pipefd[0], &ch, 1) != 1)
+                        die("vanish child", EIO);
+                close(pipefd[0]);
+                close(pipefd[1]);
+                /* Let the bus finish routing the signals of those requests: the
+                 * figure is about a quiet client dying, not about that backlog. */
+                usleep(200000);
+                int fd = open(c->device, O_RDONLY | O_CLOEXEC);
+                int32_t v = 0;
+                if (pread(fd, &v, sizeof(v), 0) != sizeof(v) || v > 10)
+                        die("the vanish client's bound is not in the kernel", EIO);
+
+                /* Block on LatencyChanged(-1) — sent right after the kernel write —
+                 * instead of spinning on the device: on two cores a spinning
+                 * reader would steal the CPU the dying client needs to exit. */
+                sd_bus *watch = connect_bus();
+                sd_bus_add_match(watch, NULL,
+                                 "type='signal',sender='" BUS_NAME "',path='" PATH "',interface='" QOS
+                                 "',member='LatencyChanged'",
+                                 NULL, NULL);
+                ping(watch);
+                uint64_t a = now_ns(), reaped = 0;
+                kill(child, SIGKILL);
+                bool released = false;
+                while (!released && now_ns() - a < 5000000000u) {
+                        sd_bus_message *m = NULL;
+                        int r = sd_bus_process(watch, &m);
+                        if (r < 0)
+                                die("watch the broker", r);
+                        if (m && sd_bus_message_is_signal(m, QOS, "LatencyChanged")) {
+                                const char *type;
+                                int32_t value;
+                                if (sd_bus_message_read(m, "si", &type, &value) >= 0 && value == -1)
+                                        released = true;
+                        }
+                        sd_bus_message_unref(m);
+                        if (r == 0)
+                                sd_bus_wait(watch, 100000);
+                }
+                t[round] = now_ns() - a;
+                if (pread(fd, &v, sizeof(v), 0) != sizeof(v) || v != kernel_baseline)
+                        die("the kernel still holds the vanished client's bound", EIO);
+                if (waitpid(child, NULL, WNOHANG) == child)
+                        reaped = now_ns();
+                if (getenv("PMQOS_BENCH_DEBUG"))
+                        fprintf(stderr, "vanish: released after %.0f µs%s\n", (double) t[round] / 1e3,
+                                reaped ? " (client reaped)" : "");
+                sd_bus_flush_close_unref(watch);
+                close(fd);
+                if (!reaped)
+                        waitpid(child, NULL, 0);
+        }
+        double p = p50_us(t, c->vanish_rounds);
+        free(t);
+        return p;
+}
+
+static void count_writes(const Config *c, sd_bus *bus, long *ret_writes, long *ret_changes) {
+        /* strace counts pwrite64 calls (only the device is written with
+         * pwrite); LatencyChanged signals count the changes. */
+        char out[300], cmd[600];
+        snprintf(out, sizeof(out), "%s/strace.txt", tmpdir);
+        pid_t tracer = fork();
+        if (tracer == 0) {
+                char pidbuf[16];
+                snprintf(pidbuf, sizeof(pidbuf), "%d", (int) daemon_pid);
+                execlp("strace", "strace", "-f", "-qq", "-c", "-e", "trace=pwrite64", "-o", out, "-p", pidbuf,
+                       (char *) NULL);
+                _exit(127);
+        }
+        usleep(300000); /* strace attaches */
+
+        sd_bus *watch = connect_bus();
+        sd_bus_add_match(watch, NULL,
+                         "type='signal',sender='" BUS_NAME "',path='" PATH "',interface='" QOS "',member='LatencyChanged'",
+                         NULL, NULL);
+        sd_bus_call_method(watch, BUS_NAME, PATH, "org.freedesktop.DBus.Peer", "Ping", NULL, NULL, "");
+
+        uint32_t live[64];
+        int n_live = 0;
+        unsigned seed = 7;
+        for (int i = 0; i < c->write_ops; i++) {
+                int op = rand_r(&seed) % 100;
+                int32_t v = rand_r(&seed) % 10 == 0 ? -1 : rand_r(&seed) % 1000;
+                if (n_live == 0 || (op < 40 && n_live < 64))
+                        live[n_live++] = request(bus, v);
+                else if (op < 70)
+                        update(bus, live[rand_r(&seed) % n_live], v);
+                else {
+                        int k = rand_r(&seed) % n_live;
+                        cancel(bus, live[k]);
+                        live[k] = live[--n_live];
+                }
+        }
+        while (n_live > 0)
+                cancel(bus, live[--n_live]);
+        ping(bus);
+
+        long changes = 0;
+        sd_bus_message *m = NULL;
+        for (uint64_t end = now_ns() + 500000000u; now_ns() < end;) {
+                int r = sd_bus_process(watch, &m);
+                if (r > 0 && m) {
+                        if (sd_bus_message_is_signal(m, QOS, "LatencyChanged"))
+                                changes++;
+                        m = sd_bus_message_unref(m);
+                } else if (r == 0)
+                        sd_bus_wait(watch, 50000);
+        }
+        sd_bus_flush_close_unref(watch);
+
+        kill(tracer, SIGINT);
+        waitpid(tracer, NULL, 0);
+        snprintf(cmd, sizeof(cmd), "awk '$NF==\"pwrite64\" {print $4}' %s", out);
+        FILE *p = popen(cmd, "re");
+        long writes = 0;
+        if (!p || fscanf(p, "%ld", &writes) != 1)
+                writes = -1;
+        if (p)
+                pclose(p);
+        *ret_writes = writes;
+        *ret_changes = changes;
+}
+
+/* ---- main ---- */
+
+/* Pads by display width: "µ" and "×" are two bytes but one column. */
+static void print_padded(const char *s, int width) {
+        int cols = 0;
+        for (const unsigned char *p = (const unsigned char *) s; *p; p++)
+                if ((*p & 0xC0) != 0x80)
+                        cols++;
+        printf("%s%*s", s, cols < width ? width - cols : 1, "");
+}
+
+static void print_rows(const Config *c) {
+        if (c->json) {
+                printf("{\"quick\": %s, \"rows\": [\n", c->quick ? "true" : "false");
+                for (int i = 0; i < n_rows; i++)
+                        printf("  {\"figure\": \"%s\", \"value\": \"%s\", \"number\": %.3f, \"target\": \"%s\", \"pass\": %s}%s\n",
+                               rows[i].figure, rows[i].value, rows[i].number, rows[i].target,
+                               rows[i].pass ? "true" : "false", i + 1 < n_rows ? "," : "");
+                printf("]}\n");
+                return;
+        }
+        print_padded("FIGURE", 16);
+        print_padded("VALUE", 52);
+        print_padded("TARGET", 34);
+        printf("RESULT\n");
+        for (int i = 0; i < n_rows; i++) {
+                print_padded(rows[i].figure, 16);
+                print_padded(rows[i].value, 52);
+                print_padded(rows[i].target, 34);
+                printf("%s\n", !rows[i].has_target ? "-" : rows[i].pass ? "PASS" : "FAIL");
+        }
+}
+
+int main(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "pmqosd", required_argument, NULL, 'p' }, { "device", required_argument, NULL, 'd' },
+                { "quick", no_argument, NULL, 'q' },        { "json", no_argument, NULL, 'j' },
+                { "help", no_argument, NULL, 'h' },         {},
+        };
+        Config c = { .pmqosd = "pmqosd", .device = "/dev/cpu_dma_latency" };
+        int opt;
+        while ((opt = getopt_long(argc, argv, "h", options, NULL)) >= 0)
+                switch (opt) {
+                case 'p':
+                        c.pmqosd = optarg;
+                        break;
+                case 'd':
+                        c.device = optarg;
+                        break;
+                case 'q':
+                        c.quick = true;
+                        break;
+                case 'j':
+                        c.json = true;
+                        break;
+                case 'h':
+                        printf("Usage: pmqos-bench [--pmqosd PATH] [--device PATH] [--quick] [--json]\n");
+                        return 0;
+                default:
+                        return 2;
+                }
+        if (geteuid() != 0) {
+                fprintf(stderr, "SKIP: pmqos-bench needs root (requests from other users need polkit).\n");
+                return 77;
+        }
+        if (c.quick) {
+                c.pings = 200, c.pairs = 200, c.held_conns = 10, c.held_per_conn = 100, c.throughput_secs = 1;
+                c.vanish_rounds = 3, c.vanish_requests = 100, c.idle_secs = 1, c.memory_requests = 1000;
+                c.write_ops = 1000;
+        } else {
+                c.pings = 5000, c.pairs = 3000, c.held_conns = 100, c.held_per_conn = 100, c.throughput_secs = 5;
+                c.vanish_rounds = 20, c.vanish_requests = 1000, c.idle_secs = 10, c.memory_requests = 10000;
+                c.write_ops = 10000;
+        }
+        signal(SIGPIPE, SIG_IGN);
+
+        kernel_baseline = kernel_read(c.device);
+        start_bus();
+        start_daemon(&c);
+        sd_bus *bus = connect_bus();
+        long rss_start = status_field(daemon_pid, NULL, "VmRSS");
+
+        /* floor */
+        double floor_us = measure_floor(&c, bus);
+        Row *r = add_row("floor");
+        snprintf(r->value, sizeof(r->value), "Ping p50 %.1f µs", floor_us);
+        snprintf(r->target, sizeof(r->target), "(baseline)");
+        r->number = floor_us;
+
+        /* request+cancel */
+        double pair_us = measure_pairs(&c, bus);
+        r = add_row("request+cancel");
+        snprintf(r->value, sizeof(r->value), "pair p50 %.1f µs = %.2f × 2×floor", pair_us, pair_us / (2 * floor_us));
+        snprintf(r->target, sizeof(r->target), "≤ 1.30 × 2×floor");
+        r->number = pair_us / (2 * floor_us);
+        r->has_target = true;
+        r->pass = r->number <= 1.30;
+
+        /* scaling */
+        sd_bus **held = calloc((size_t) c.held_conns, sizeof(sd_bus *));
+        hold_many(held, c.held_conns, c.held_per_conn, 1000000);
+        double pair_loaded_us = measure_pairs(&c, bus);
+        r = add_row("scaling");
+        snprintf(r->value, sizeof(r->value), "pair p50 %.1f µs with %d live = %.2f × empty", pair_loaded_us,
+                 c.held_conns * c.held_per_conn, pair_loaded_us / pair_us);
+        snprintf(r->target, sizeof(r->target), "≤ 1.15 × empty");
+        r->number = pair_loaded_us / pair_us;
+        r->has_target = true;
+        r->pass = r->number <= 1.15;
+
+        /* memory, while those requests are live */
+        long rss_loaded = status_field(daemon_pid, NULL, "VmRSS");
+        r = add_row("memory");
+        snprintf(r->value, sizeof(r->value), "VmRSS +%ld KiB with %d live", rss_loaded - rss_start,
+                 c.held_conns * c.held_per_conn);
+        snprintf(r->target, sizeof(r->target), "≤ 4096 KiB");
+        r->number = (double) (rss_loaded - rss_start);
+        r->has_target = true;
+        r->pass = rss_loaded - rss_start <= 4096;
+        release_many(held, c.held_conns);
+        free(held);
+
+        /* throughput */
+        uint64_t d_ping, b_ping, d_req, b_req;
+        double ping_rate = run_workers(&c, true, &d_ping, &b_ping);
+        double op_rate = run_workers(&c, false, &d_req, &b_req);
+        r = add_row("throughput");
+        double cpu_ratio = b_req ? (double) d_req / (double) b_req : 0;
+        snprintf(r->value, sizeof(r->value), "%.0f ops/s = %.2f × Ping; CPU pmqosd/bus %.2f", op_rate,
+                 op_rate / ping_rate, cpu_ratio);
+        snprintf(r->target, sizeof(r->target), "pmqosd CPU ≤ 0.50 × dbus-daemon");
+        r->number = cpu_ratio;
+        r->has_target = true;
+        r->pass = cpu_ratio <= 0.50;
+
+        /* vanish */
+        double vanish_us = measure_vanish(&c);
+        r = add_row("vanish");
+        snprintf(r->value, sizeof(r->value), "p50 %.0f µs to release %d requests", vanish_us, c.vanish_requests);
+        snprintf(r->target, sizeof(r->target), "≤ 2000 µs");
+        r->number = vanish_us;
+        r->has_target = true;
+        r->pass = vanish_us <= 2000;
+
+        /* idle */
+        sd_bus *idle_conn = connect_bus();
+        for (int k = 0; k < (c.quick ? 100 : 1000); k++)
+                request(idle_conn, 5000 + k);
+        usleep(500000);
+        long cs0 = ctx_switches(daemon_pid);
+        sleep((unsigned) c.idle_secs);
+        long cs1 = ctx_switches(daemon_pid);
+        r = add_row("idle");
+        snprintf(r->value, sizeof(r->value), "%ld context switches in %d s, %d live", cs1 - cs0, c.idle_secs,
+                 c.quick ? 100 : 1000);
+        snprintf(r->target, sizeof(r->target), "0");
+        r->number = (double) (cs1 - cs0);
+        r->has_target = true;
+        r->pass = cs1 - cs0 == 0;
+        sd_bus_flush_close_unref(idle_conn);
+        usleep(100000);
+
+        /* writes */
+        long writes, changes;
+        count_writes(&c, bus, &writes, &changes);
+        r = add_row("writes");
+        snprintf(r->value, sizeof(r->value), "%ld writes / %ld changes = %.2f over %d ops", writes, changes,
+                 changes ? (double) writes / (double) changes : 0.0, c.write_ops);
+        snprintf(r->target, sizeof(r->target), "exactly 1.00");
+        r->number = changes ? (double) writes / (double) changes : -1;
+        r->has_target = true;
+        r->pass = writes == changes && writes > 0;
+
+        sd_bus_flush_close_unref(bus);
+        stop_all();
+        print_rows(&c);
+
+        if (c.quick)
+                return n_rows == 8 ? 0 : 1; /* smoke: every row produced */
+        for (int i = 0; i < n_rows; i++)
+                if (rows[i].has_target && !rows[i].pass)
+                        return 1;
+        return 0;
+}
