@@ -54,6 +54,8 @@ int cpu_list_parse(const char *s, uint32_t **ret, size_t *ret_n) {
                 p++;
         }
 
+        if (n == 0)
+                return -EINVAL;
         uint32_t *cpus = malloc(n * sizeof(uint32_t));
         if (!cpus)
                 return -ENOMEM;

@@ -221,8 +221,11 @@ static void reissue_all(pmqos_client *c) {
                         }
                         timeout = (uint32_t) ((e->deadline_usec - now) / 1000000u);
                 }
-                RequestArgs a = { .value = e->value, .reason = e->reason, .timeout_sec = timeout,
-                                  .cpus = e->cpus, .n_cpus = e->n_cpus };
+                RequestArgs a = { .value = e->value,
+                                  .reason = e->reason,
+                                  .timeout_sec = timeout,
+                                  .cpus = e->cpus,
+                                  .n_cpus = e->n_cpus };
                 if (issue(c, &a, &e->broker_cookie) < 0) {
                         /* Lost for good (denied now, limits…): forget it rather than lie. */
                         *p = e->next;
@@ -379,8 +382,12 @@ _public_ int pmqos_request_full(pmqos_client *c, int32_t usec, const char *reaso
         if (timeout_sec > 0)
                 e->deadline_usec = now_monotonic_usec() + (uint64_t) timeout_sec * 1000000u;
 
-        RequestArgs a = { .value = usec, .reason = reason, .timeout_sec = timeout_sec, .cpus = cpus,
-                          .n_cpus = n_cpus, .persistent = e->persistent };
+        RequestArgs a = { .value = usec,
+                          .reason = reason,
+                          .timeout_sec = timeout_sec,
+                          .cpus = cpus,
+                          .n_cpus = n_cpus,
+                          .persistent = e->persistent };
         r = issue(c, &a, &cookie);
         if (r < 0) {
                 entry_free(e);
@@ -608,7 +615,7 @@ _public_ int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size
                         }
                         infos = p;
                 }
-                infos[n] = (pmqos_request_info) {};
+                infos[n] = (pmqos_request_info){};
                 r = read_info(reply, &infos[n]);
                 n++;
         }
@@ -629,8 +636,8 @@ _public_ int pmqos_client_set_event_callback(pmqos_client *c, pmqos_event_callba
         c->callback = callback;
         c->userdata = userdata;
         if (callback && !c->latency_slot) {
-                r = sd_bus_match_signal(c->bus, &c->latency_slot, BUS_NAME, OBJECT_PATH, QOS_IFACE,
-                                        "LatencyChanged", on_latency_changed, c);
+                r = sd_bus_match_signal(c->bus, &c->latency_slot, BUS_NAME, OBJECT_PATH, QOS_IFACE, "LatencyChanged",
+                                        on_latency_changed, c);
                 if (r >= 0)
                         r = sd_bus_match_signal(c->bus, &c->requests_slot, BUS_NAME, OBJECT_PATH, QOS_IFACE,
                                                 "RequestsChanged", on_requests_changed, c);

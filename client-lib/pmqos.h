@@ -92,8 +92,8 @@ enum {
  *  cpus/n_cpus: the bound applies only to these CPUs (through their
  *               pm_qos_resume_latency_us) when n_cpus > 0;
  *  flags:       PMQOS_REQUEST_PERSISTENT or 0. */
-int pmqos_request_full(pmqos_client *c, int32_t usec, const char *reason, uint32_t timeout_sec,
-                       const uint32_t *cpus, size_t n_cpus, uint64_t flags, uint32_t *ret_cookie);
+int pmqos_request_full(pmqos_client *c, int32_t usec, const char *reason, uint32_t timeout_sec, const uint32_t *cpus,
+                       size_t n_cpus, uint64_t flags, uint32_t *ret_cookie);
 
 /* Allows the broker to ask the user for a password (through a polkit agent)
  * when an action needs it. Off by default: such calls then fail with

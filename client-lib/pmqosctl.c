@@ -133,9 +133,9 @@ static void print_cstates(int32_t effective) {
                 read_sysfs_line(path, disable, sizeof(disable));
                 long exit_latency = strtol(latency, NULL, 10);
                 /* cpuidle picks no state whose exit latency exceeds the bound. */
-                const char *verdict = strcmp(disable, "0") != 0 ? "disabled"
+                const char *verdict = strcmp(disable, "0") != 0                      ? "disabled"
                                       : (effective < 0 || exit_latency <= effective) ? "allowed"
-                                                                                    : "blocked";
+                                                                                     : "blocked";
                 printf("  state%-2u %-10s %6ld µs  %s\n", k, name, exit_latency, verdict);
         }
 }
@@ -164,7 +164,8 @@ static int verb_status(int argc, char *argv[]) {
         if (r)
                 return r;
         if ((r = pmqos_get_latency(client, &effective)) < 0 || (r = pmqos_get_kernel_latency(client, &kernel)) < 0 ||
-            (r = pmqos_get_minimum_latency(client, &minimum)) < 0 || (r = pmqos_get_request_count(client, &count)) < 0) {
+            (r = pmqos_get_minimum_latency(client, &minimum)) < 0 ||
+            (r = pmqos_get_request_count(client, &count)) < 0) {
                 r = broker_error(client, "cannot read the broker's state", r);
                 pmqos_client_free(client);
                 return r;
@@ -209,7 +210,9 @@ static void cpus_text(const pmqos_request_info *r, char *buf, size_t size) {
 }
 
 static int verb_list(int argc, char *argv[]) {
-        static const struct option options[] = { { "help", no_argument, NULL, 'h' }, { "json", no_argument, NULL, 'j' }, {} };
+        static const struct option options[] = { { "help", no_argument, NULL, 'h' },
+                                                 { "json", no_argument, NULL, 'j' },
+                                                 {} };
         bool json = false;
         int c;
         optind = 0; /* full re-initialisation after main()'s own parsing */
@@ -287,8 +290,8 @@ static int verb_list(int argc, char *argv[]) {
                         char value[32], life[32], cpus[256];
                         format_usec(q->value, value, sizeof(value));
                         if (q->expires_usec > 0)
-                                snprintf(life, sizeof(life), "%llds%s",
-                                         (long long) (q->expires_usec / 1000000 - now), q->persistent ? "+p" : "");
+                                snprintf(life, sizeof(life), "%llds%s", (long long) (q->expires_usec / 1000000 - now),
+                                         q->persistent ? "+p" : "");
                         else
                                 snprintf(life, sizeof(life), "%s", q->persistent ? "persistent" : "client");
                         cpus_text(q, cpus, sizeof(cpus));
@@ -402,8 +405,7 @@ static int verb_hold(int argc, char *argv[]) {
         }
         if (parse_usec(argv[optind], &usec) < 0) {
                 free(cpus);
-                return usage_error("hold", "invalid latency \"%s\"; give microseconds, 0 … 2000000000",
-                                   argv[optind]);
+                return usage_error("hold", "invalid latency \"%s\"; give microseconds, 0 … 2000000000", argv[optind]);
         }
         char **command = argv + optind + 1;
         if (*command && strcmp(*command, "--") == 0)
@@ -661,7 +663,7 @@ int main(int argc, char *argv[]) {
                 const char *name;
                 int (*run)(int argc, char *argv[]);
         } verbs[] = {
-                { "status", verb_status }, { "list", verb_list },         { "hold", verb_hold },
+                { "status", verb_status },   { "list", verb_list },     { "hold", verb_hold },
                 { "request", verb_request }, { "cancel", verb_cancel }, { "set-minimum", verb_set_minimum },
                 { "monitor", verb_monitor },
         };

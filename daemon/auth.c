@@ -35,11 +35,11 @@ struct AuthQuery {
         bool interactive;
         AuthCallback callback;
         void *userdata;
-        bool cancelled;      /* main thread only */
-        AuthResult result;   /* written by the GLib thread before queueing */
+        bool cancelled;    /* main thread only */
+        AuthResult result; /* written by the GLib thread before queueing */
         GCancellable *cancellable;
-        guint timeout_id;    /* GLib thread only */
-        AuthQuery *next;     /* in the result queue */
+        guint timeout_id;                 /* GLib thread only */
+        AuthQuery *next;                  /* in the result queue */
         AuthQuery *live_prev, *live_next; /* main thread: every query not yet delivered */
 };
 
@@ -166,16 +166,15 @@ static gboolean thread_start_check(gpointer userdata) {
         }
 
         g_autoptr(PolkitSubject) subject = polkit_system_bus_name_new(q->bus_name);
-        PolkitCheckAuthorizationFlags flags = q->interactive
-                                                      ? POLKIT_CHECK_AUTHORIZATION_FLAGS_ALLOW_USER_INTERACTION
-                                                      : POLKIT_CHECK_AUTHORIZATION_FLAGS_NONE;
+        PolkitCheckAuthorizationFlags flags = q->interactive ? POLKIT_CHECK_AUTHORIZATION_FLAGS_ALLOW_USER_INTERACTION
+                                                             : POLKIT_CHECK_AUTHORIZATION_FLAGS_NONE;
         /* g_timeout_add() would attach to the global default context: use ours. */
-        g_autoptr(GSource) timeout = g_timeout_source_new(q->interactive ? AUTH_INTERACTIVE_TIMEOUT_MS
-                                                                         : AUTH_TIMEOUT_MS);
+        g_autoptr(GSource) timeout =
+                g_timeout_source_new(q->interactive ? AUTH_INTERACTIVE_TIMEOUT_MS : AUTH_TIMEOUT_MS);
         g_source_set_callback(timeout, on_check_timeout, q, NULL);
         q->timeout_id = g_source_attach(timeout, a->context);
-        polkit_authority_check_authorization(authority, subject, q->action, NULL, flags, q->cancellable,
-                                             on_check_done, q);
+        polkit_authority_check_authorization(authority, subject, q->action, NULL, flags, q->cancellable, on_check_done,
+                                             q);
         return G_SOURCE_REMOVE;
 }
 
@@ -283,6 +282,7 @@ Auth *auth_free(Auth *a) {
         }
         while (a->live) {
                 AuthQuery *q = a->live;
+                /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): live_unlink() advanced the list before the free */
                 live_unlink(a, q);
                 query_free(q);
         }

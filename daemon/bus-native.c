@@ -110,18 +110,12 @@ static int append_request(sd_bus_message *reply, const Request *req) {
         int r = sd_bus_message_open_container(reply, 'a', "{sv}");
         if (r < 0)
                 return r;
-        r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}",
-                                  "cookie", "u", req->cookie,
-                                  "type", "s", qos_type_to_string(req->type),
-                                  "value", "i", req->value,
-                                  "uid", "u", (uint32_t) req->uid,
-                                  "pid", "u", (uint32_t) req->pid,
-                                  "exec", "s", request_exec(req),
-                                  "reason", "s", request_reason(req),
-                                  "created", "x", req->created_usec,
-                                  "persistent", "b", (int) req->persistent,
-                                  "expires", "x", req->expires_usec,
-                                  "sender", "s", request_sender(req));
+        r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}", "cookie", "u", req->cookie,
+                                  "type", "s", qos_type_to_string(req->type), "value", "i", req->value, "uid", "u",
+                                  (uint32_t) req->uid, "pid", "u", (uint32_t) req->pid, "exec", "s", request_exec(req),
+                                  "reason", "s", request_reason(req), "created", "x", req->created_usec, "persistent",
+                                  "b", (int) req->persistent, "expires", "x", req->expires_usec, "sender", "s",
+                                  request_sender(req));
         if (r < 0)
                 return r;
         r = sd_bus_message_open_container(reply, 'e', "sv");
@@ -175,8 +169,7 @@ static int property_get_kernel(sd_bus *bus, const char *path, const char *interf
         int32_t v;
         int r = sink_read(&m->sink, &v);
         if (r < 0)
-                return sd_bus_error_setf(error, PMQOS_ERROR_FAILED, "Cannot read %s: %s.", m->sink.path,
-                                         strerror(-r));
+                return sd_bus_error_setf(error, PMQOS_ERROR_FAILED, "Cannot read %s: %s.", m->sink.path, strerror(-r));
         return sd_bus_message_append(reply, "i", v);
 }
 
@@ -211,8 +204,8 @@ static int on_properties_set(sd_bus_message *message, void *userdata, sd_bus_err
         if (!sd_bus_message_is_method_call(message, "org.freedesktop.DBus.Properties", "Set") ||
             !sd_bus_message_get_path(message) || strcmp(sd_bus_message_get_path(message), PMQOS_OBJECT_PATH) != 0)
                 return 0;
-        if (sd_bus_message_read(message, "ss", &interface, &property) < 0 ||
-            strcmp(interface, PMQOS_INTERFACE) != 0 || strcmp(property, "MinimumLatency") != 0) {
+        if (sd_bus_message_read(message, "ss", &interface, &property) < 0 || strcmp(interface, PMQOS_INTERFACE) != 0 ||
+            strcmp(property, "MinimumLatency") != 0) {
                 (void) sd_bus_message_rewind(message, true);
                 return 0;
         }
@@ -245,27 +238,16 @@ static int property_get_version(sd_bus *bus, const char *path, const char *inter
         return sd_bus_message_append(reply, "s", PMQOS_VERSION);
 }
 
+/* clang-format off: one argument per line reads like the interface documentation */
 static const sd_bus_vtable pmqos_vtable[] = {
         SD_BUS_VTABLE_START(0),
-        SD_BUS_METHOD_WITH_ARGS("Request",
-                                SD_BUS_ARGS("s", type, "i", value, "a{sv}", options),
-                                SD_BUS_RESULT("u", cookie),
-                                method_request,
+        SD_BUS_METHOD_WITH_ARGS("Request", SD_BUS_ARGS("s", type, "i", value, "a{sv}", options),
+                                SD_BUS_RESULT("u", cookie), method_request, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Update", SD_BUS_ARGS("u", cookie, "i", value), SD_BUS_NO_RESULT, method_update,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("Update",
-                                SD_BUS_ARGS("u", cookie, "i", value),
-                                SD_BUS_NO_RESULT,
-                                method_update,
+        SD_BUS_METHOD_WITH_ARGS("Cancel", SD_BUS_ARGS("u", cookie), SD_BUS_NO_RESULT, method_cancel,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("Cancel",
-                                SD_BUS_ARGS("u", cookie),
-                                SD_BUS_NO_RESULT,
-                                method_cancel,
-                                SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("ListRequests",
-                                SD_BUS_NO_ARGS,
-                                SD_BUS_RESULT("aa{sv}", requests),
-                                method_list_requests,
+        SD_BUS_METHOD_WITH_ARGS("ListRequests", SD_BUS_NO_ARGS, SD_BUS_RESULT("aa{sv}", requests), method_list_requests,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_PROPERTY("EffectiveLatency", "i", property_get_effective, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("KernelLatency", "i", property_get_kernel, 0, 0),
@@ -275,6 +257,7 @@ static const sd_bus_vtable pmqos_vtable[] = {
         SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_VTABLE_END,
 };
+/* clang-format on */
 
 int bus_native_add(Manager *m) {
         int r = sd_bus_add_object_vtable(m->bus, NULL, PMQOS_OBJECT_PATH, PMQOS_INTERFACE, pmqos_vtable, m);

@@ -85,10 +85,9 @@ static int method_get_latency_requests(sd_bus_message *message, void *userdata, 
         if (r < 0)
                 return r;
         STORE_FOREACH(req, &m->store) {
-                r = sd_bus_message_append(reply, "(uuusxbssi)", req->cookie, (uint32_t) req->uid,
-                                          (uint32_t) req->pid, request_exec(req), req->created_usec / 1000000,
-                                          (int) req->persistent, qos_type_to_string(req->type), request_reason(req),
-                                          req->value);
+                r = sd_bus_message_append(reply, "(uuusxbssi)", req->cookie, (uint32_t) req->uid, (uint32_t) req->pid,
+                                          request_exec(req), req->created_usec / 1000000, (int) req->persistent,
+                                          qos_type_to_string(req->type), request_reason(req), req->value);
                 if (r < 0)
                         return r;
         }
@@ -120,37 +119,24 @@ static int method_set_minimum_latency(sd_bus_message *message, void *userdata, s
         return op_start(op);
 }
 
+/* clang-format off: one argument per line reads like the interface documentation */
 static const sd_bus_vtable upower_qos_vtable[] = {
         SD_BUS_VTABLE_START(0),
-        SD_BUS_METHOD_WITH_ARGS("RequestLatency",
-                                SD_BUS_ARGS("s", type, "i", value, "b", persistent),
-                                SD_BUS_RESULT("u", cookie),
-                                method_request_latency,
+        SD_BUS_METHOD_WITH_ARGS("RequestLatency", SD_BUS_ARGS("s", type, "i", value, "b", persistent),
+                                SD_BUS_RESULT("u", cookie), method_request_latency, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("CancelRequest", SD_BUS_ARGS("u", cookie), SD_BUS_NO_RESULT, method_cancel_request,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("CancelRequest",
-                                SD_BUS_ARGS("u", cookie),
-                                SD_BUS_NO_RESULT,
-                                method_cancel_request,
+        SD_BUS_METHOD_WITH_ARGS("GetLatency", SD_BUS_ARGS("s", type), SD_BUS_RESULT("i", value), method_get_latency,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("GetLatency",
-                                SD_BUS_ARGS("s", type),
-                                SD_BUS_RESULT("i", value),
-                                method_get_latency,
-                                SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("GetLatencyRequests",
-                                SD_BUS_NO_ARGS,
-                                SD_BUS_RESULT("a(uuusxbssi)", requests),
-                                method_get_latency_requests,
-                                SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("SetMinimumLatency",
-                                SD_BUS_ARGS("s", type, "i", value),
-                                SD_BUS_NO_RESULT,
-                                method_set_minimum_latency,
-                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetLatencyRequests", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(uuusxbssi)", requests),
+                                method_get_latency_requests, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("SetMinimumLatency", SD_BUS_ARGS("s", type, "i", value), SD_BUS_NO_RESULT,
+                                method_set_minimum_latency, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("LatencyChanged", SD_BUS_ARGS("s", type, "i", value), 0),
         SD_BUS_SIGNAL("RequestsChanged", NULL, 0),
         SD_BUS_VTABLE_END,
 };
+/* clang-format on */
 
 int bus_upower_add(Manager *m) {
         static const char *const paths[] = { PMQOS_OBJECT_PATH, UPOWER_POLICY_PATH };

@@ -102,8 +102,7 @@ void client_vanished(Client *c) {
                 m->requests_changed = true;
                 int r = manager_commit(m);
                 if (r < 0)
-                        log_error("Cannot lift the requests of %s from %s: %s", c->name, m->sink.path,
-                                  strerror(-r));
+                        log_error("Cannot lift the requests of %s from %s: %s", c->name, m->sink.path, strerror(-r));
                 manager_emit_signals(m);
                 log_debug("%s left the bus; %u request(s) released or detached.", c->name, n);
         }
@@ -226,8 +225,8 @@ int client_get(Manager *m, const char *name, Client **ret) {
         r = sd_bus_add_match_async(m->bus, &c->match_slot, match, on_name_owner_changed, NULL, c);
         if (r >= 0)
                 r = sd_bus_call_method_async(m->bus, &c->creds_slot, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                             "org.freedesktop.DBus", "GetConnectionCredentials", on_credentials, c,
-                                             "s", name);
+                                             "org.freedesktop.DBus", "GetConnectionCredentials", on_credentials, c, "s",
+                                             name);
         if (r >= 0)
                 r = hashmap_put(&m->clients, c->name, c);
         if (r < 0) {
@@ -248,6 +247,7 @@ void clients_free_all(Manager *m) {
                 hashmap_remove(&m->clients, c->name);
                 c->state = CLIENT_GONE;
                 run_waiters(c);
+                /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): c left the map before it was freed */
                 client_unref(c);
         }
         hashmap_clear(&m->clients);

@@ -15,7 +15,7 @@
 #include "store.h"
 
 int cpu_sink_init(CpuSink *s, const char *sysfs_root) {
-        *s = (CpuSink) {};
+        *s = (CpuSink){};
         s->sysfs_root = strdup(sysfs_root);
         return s->sysfs_root ? 0 : -ENOMEM;
 }
@@ -25,7 +25,7 @@ void cpu_sink_done(CpuSink *s) {
                 free(s->originals[i].value);
         free(s->originals);
         free(s->sysfs_root);
-        *s = (CpuSink) {};
+        *s = (CpuSink){};
 }
 
 static void cpu_path(const CpuSink *s, uint32_t cpu, const char *file, char *buf, size_t size) {
@@ -94,13 +94,16 @@ static int add_original(CpuSink *s, uint32_t cpu, const char *value) {
         char *copy = strdup(value);
         if (!copy)
                 return -ENOMEM;
-        s->originals[s->n_originals++] = (CpuOriginal) { .cpu = cpu, .value = copy, .written = PMQOS_LATENCY_NONE };
+        s->originals[s->n_originals++] = (CpuOriginal){ .cpu = cpu, .value = copy, .written = PMQOS_LATENCY_NONE };
         return 0;
 }
 
 static void forget_original(CpuSink *s, CpuOriginal *o) {
+        CpuOriginal *last = &s->originals[s->n_originals - 1];
         free(o->value);
-        *o = s->originals[--s->n_originals];
+        if (o != last)
+                *o = *last;
+        s->n_originals--;
 }
 
 int cpu_sink_remember(CpuSink *s, uint32_t cpu) {
@@ -165,15 +168,19 @@ int cpu_sink_restore_originals(CpuSink *s, const CpuOriginal *originals, size_t 
 }
 
 int cpu_sink_restore_all(CpuSink *s) {
+        char path[512];
         int ret = 0;
-        while (s->n_originals > 0) {
-                CpuOriginal *o = &s->originals[s->n_originals - 1];
-                int r = cpu_sink_write(s, o->cpu, PMQOS_LATENCY_NONE);
-                if (r < 0) {
-                        if (ret == 0)
-                                ret = r;
-                        forget_original(s, o); /* tried; do not loop */
-                }
+
+        for (size_t i = 0; i < s->n_originals; i++) {
+                cpu_path(s, s->originals[i].cpu, "power/pm_qos_resume_latency_us", path, sizeof(path));
+                int r = write_text(path, s->originals[i].value);
+                if (r < 0 && ret == 0)
+                        ret = r;
+                s->n_writes++;
+                free(s->originals[i].value);
         }
+        free(s->originals);
+        s->originals = NULL;
+        s->n_originals = 0;
         return ret;
 }

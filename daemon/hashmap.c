@@ -46,7 +46,7 @@ const HashmapOps hashmap_u32_ops = { u32_hash, u32_equal };
 const HashmapOps hashmap_string_ops = { string_hash, string_equal };
 
 void hashmap_init(Hashmap *h, const HashmapOps *ops) {
-        *h = (Hashmap) { .ops = ops };
+        *h = (Hashmap){ .ops = ops };
 }
 
 void hashmap_clear(Hashmap *h) {
@@ -95,7 +95,7 @@ int hashmap_put(Hashmap *h, const void *key, void *value) {
         if (h->entries[i].key)
                 return -EEXIST;
 
-        h->entries[i] = (HashmapEntry) { .key = key, .value = value };
+        h->entries[i] = (HashmapEntry){ .key = key, .value = value };
         h->n_entries++;
         return 0;
 }
@@ -129,7 +129,7 @@ void *hashmap_remove(Hashmap *h, const void *key) {
                         i = j;
                 }
         }
-        h->entries[i] = (HashmapEntry) {};
+        h->entries[i] = (HashmapEntry){};
         h->n_entries--;
 
         /* Give memory back after a burst (shrinking can fail harmlessly). */

@@ -79,5 +79,5 @@ void heap_set_key(Heap *h, HeapNode *node, int64_t key) {
 
 void heap_done(Heap *h) {
         free(h->items);
-        *h = (Heap) {};
+        *h = (Heap){};
 }

@@ -18,7 +18,8 @@ typedef struct Heap {
         size_t n, cap;
 } Heap;
 
-#define HEAP_NODE_INIT { .idx = HEAP_NOT_IN }
+#define HEAP_NODE_INIT \
+        { .idx = HEAP_NOT_IN }
 
 /* Makes room for one more node; call before heap_insert() so that inserting cannot fail. */
 int heap_reserve(Heap *h);

@@ -29,14 +29,14 @@ static void log_va(int level, const char *fmt, va_list ap) {
                 fprintf(stderr, "pmqosd: %s\n", line);
 }
 
-#define LOG_FN(name, level, cond)                 \
-        void name(const char *fmt, ...) {         \
-                if (!(cond))                      \
-                        return;                   \
-                va_list ap;                       \
-                va_start(ap, fmt);                \
-                log_va(level, fmt, ap);           \
-                va_end(ap);                       \
+#define LOG_FN(name, level, cond)         \
+        void name(const char *fmt, ...) { \
+                if (!(cond))              \
+                        return;           \
+                va_list ap;               \
+                va_start(ap, fmt);        \
+                log_va(level, fmt, ap);   \
+                va_end(ap);               \
         }
 
 LOG_FN(log_debug, 7, verbose)

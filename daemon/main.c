@@ -40,8 +40,7 @@ static void help(void) {
                "  --version         print the version and exit\n"
                "  --help            print this help and exit\n",
                PMQOS_BUS_NAME, DEFAULT_DEVICE, DEFAULT_STATE_DIR, DEFAULT_SYSFS_ROOT, PMQOS_DEFAULT_MAX_TIMEOUT_SEC,
-               PMQOS_DEFAULT_MAX_PER_CONNECTION,
-               PMQOS_DEFAULT_MAX_PER_UID);
+               PMQOS_DEFAULT_MAX_PER_CONNECTION, PMQOS_DEFAULT_MAX_PER_UID);
 }
 
 #define LIMIT_MAX 100000000u
@@ -84,14 +83,14 @@ static int parse_argv(int argc, char *argv[], Options *o) {
         int c;
 
         const char *env_root = getenv("PMQOS_SYSFS_ROOT");
-        *o = (Options) { .config = {
-                .device = DEFAULT_DEVICE,
-                .state_dir = DEFAULT_STATE_DIR,
-                .sysfs_root = env_root && *env_root ? env_root : DEFAULT_SYSFS_ROOT,
-                .max_per_connection = PMQOS_DEFAULT_MAX_PER_CONNECTION,
-                .max_per_uid = PMQOS_DEFAULT_MAX_PER_UID,
-                .max_timeout_sec = PMQOS_DEFAULT_MAX_TIMEOUT_SEC,
-        } };
+        *o = (Options){ .config = {
+                                .device = DEFAULT_DEVICE,
+                                .state_dir = DEFAULT_STATE_DIR,
+                                .sysfs_root = env_root && *env_root ? env_root : DEFAULT_SYSFS_ROOT,
+                                .max_per_connection = PMQOS_DEFAULT_MAX_PER_CONNECTION,
+                                .max_per_uid = PMQOS_DEFAULT_MAX_PER_UID,
+                                .max_timeout_sec = PMQOS_DEFAULT_MAX_TIMEOUT_SEC,
+                        } };
         while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
                 switch (c) {
                 case ARG_DEVICE:

@@ -56,7 +56,7 @@ typedef struct Manager {
         size_t reported_count; /* RequestCount as last announced */
         bool state_dirty;      /* persistent requests, floor or CPU originals changed */
 
-        bool latency_changed;  /* signals owed for the change being committed */
+        bool latency_changed; /* signals owed for the change being committed */
         bool requests_changed;
         bool floor_changed;
         bool verbose;

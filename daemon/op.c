@@ -74,8 +74,8 @@ static void reply_commit_failure(Op *op, int r) {
         char msg[256];
         (void) manager_commit(op->manager);
         op->manager->latency_changed = false;
-        snprintf(msg, sizeof(msg), "Cannot write the latency bound to the kernel (%s): %s.",
-                 op->manager->sink.path, strerror(-r));
+        snprintf(msg, sizeof(msg), "Cannot write the latency bound to the kernel (%s): %s.", op->manager->sink.path,
+                 strerror(-r));
         log_error("%s", msg);
         op_reply_error(op, PMQOS_ERROR_FAILED, msg);
 }
@@ -332,7 +332,7 @@ int op_start(Op *op) {
                 return r;
         }
         op->client = client_ref(c);
-        op->waiter = (ClientWaiter) { .callback = on_client_known, .userdata = op };
+        op->waiter = (ClientWaiter){ .callback = on_client_known, .userdata = op };
         client_wait(c, &op->waiter);
         return 1;
 }

@@ -12,7 +12,8 @@ typedef struct Sink {
         uint64_t n_writes;
 } Sink;
 
-#define SINK_INIT { .fd = -1, .written = PMQOS_LATENCY_MAX_US }
+#define SINK_INIT \
+        { .fd = -1, .written = PMQOS_LATENCY_MAX_US }
 
 /* Opens path O_RDWR|O_CLOEXEC. Returns 0 or a negative errno. */
 int sink_open(Sink *s, const char *path);

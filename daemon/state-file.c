@@ -23,7 +23,7 @@ void state_data_done(StateData *d) {
         for (size_t i = 0; i < d->n_originals; i++)
                 free(d->originals[i].value);
         free(d->originals);
-        *d = (StateData) { .floor = PMQOS_LATENCY_NONE };
+        *d = (StateData){ .floor = PMQOS_LATENCY_NONE };
 }
 
 /* ---- writing ---- */
@@ -80,8 +80,7 @@ void text_append_escaped(TextBuffer *b, const char *s) {
         b->data[b->len] = 0;
 }
 
-int state_serialize(const Store *s, int32_t floor, const CpuOriginal *originals, size_t n_originals,
-                    TextBuffer *out) {
+int state_serialize(const Store *s, int32_t floor, const CpuOriginal *originals, size_t n_originals, TextBuffer *out) {
         text_append(out, "# pmqosd state: written atomically by pmqosd; edit only while it is stopped.\n");
         text_printf(out, "%s %d\n", STATE_MAGIC, STATE_FORMAT_VERSION);
         text_printf(out, "floor %" PRIi32 "\n", floor);
@@ -193,7 +192,7 @@ enum {
 static int parse_request(char *fields, Request **ret, const char **why) {
         Request *r = calloc(1, sizeof(Request));
         unsigned seen = 0;
-        int64_t v;
+        int64_t v = 0;
 
         if (!r) {
                 *why = "out of memory";
@@ -215,8 +214,8 @@ static int parse_request(char *fields, Request **ret, const char **why) {
                 *eq = 0;
                 const char *key = tok;
                 char *val = eq + 1;
-                static const char *const names[] = { "cookie", "type",  "value", "uid",  "pid",
-                                                     "created", "expires", "cpus", "exec", "reason" };
+                static const char *const names[] = { "cookie",  "type",    "value", "uid",  "pid",
+                                                     "created", "expires", "cpus",  "exec", "reason" };
                 unsigned i;
                 int k = 0;
                 QosType t;
@@ -314,7 +313,7 @@ static int append_original(StateData *d, uint32_t cpu, const char *value) {
         char *copy = strdup(value);
         if (!copy)
                 return -ENOMEM;
-        d->originals[d->n_originals++] = (CpuOriginal) { .cpu = cpu, .value = copy };
+        d->originals[d->n_originals++] = (CpuOriginal){ .cpu = cpu, .value = copy };
         return 0;
 }
 

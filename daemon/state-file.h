@@ -44,5 +44,4 @@ void text_append_escaped(TextBuffer *b, const char *s);
 void text_printf(TextBuffer *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Writes the header, the floor, the originals and every persistent request of s. */
-int state_serialize(const Store *s, int32_t floor, const CpuOriginal *originals, size_t n_originals,
-                    TextBuffer *out);
+int state_serialize(const Store *s, int32_t floor, const CpuOriginal *originals, size_t n_originals, TextBuffer *out);

@@ -92,8 +92,8 @@ static void move_aside(const char *dir, const char *path, const char *why) {
         char aside[4096];
         snprintf(aside, sizeof(aside), "%s/%s.corrupt-%lld", dir, STATE_NAME, (long long) time(NULL));
         if (rename(path, aside) < 0)
-                log_error("State file %s is unusable (%s) and cannot be moved aside: %s; starting empty.", path,
-                          why, strerror(errno));
+                log_error("State file %s is unusable (%s) and cannot be moved aside: %s; starting empty.", path, why,
+                          strerror(errno));
         else
                 log_error("State file %s is unusable (%s); moved it to %s and starting empty.", path, why, aside);
 }
@@ -103,7 +103,7 @@ int state_load(const char *dir, StateData *ret) {
         char *buf = NULL;
         size_t len = 0;
 
-        *ret = (StateData) { .floor = PMQOS_LATENCY_NONE };
+        *ret = (StateData){ .floor = PMQOS_LATENCY_NONE };
         snprintf(path, sizeof(path), "%s/%s", dir, STATE_NAME);
 
         int r = read_file(path, &buf, &len);

@@ -21,7 +21,7 @@ static uint64_t rng_next(uint64_t *state) {
 }
 
 void store_init(Store *s, uint64_t seed) {
-        *s = (Store) { .rng = seed };
+        *s = (Store){ .rng = seed };
         hashmap_init(&s->by_cookie, &hashmap_u32_ops);
         hashmap_init(&s->by_uid, &hashmap_u32_ops);
 }
@@ -113,7 +113,7 @@ int request_set_cpus(Request *r, const uint32_t *cpus, size_t n) {
                                 copy[k++] = copy[i];
                 n = k;
                 for (size_t i = 0; i < n; i++)
-                        nodes[i] = (CpuNode) { .node = HEAP_NODE_INIT, .request = r, .cpu = copy[i] };
+                        nodes[i] = (CpuNode){ .node = HEAP_NODE_INIT, .request = r, .cpu = copy[i] };
         }
         free(r->cpus);
         free(r->cpu_nodes);
@@ -135,7 +135,7 @@ static int cpu_heaps_grow(Store *s, uint32_t cpu) {
         if (!heaps)
                 return -ENOMEM;
         for (uint32_t i = s->n_cpu_heaps; i < n; i++)
-                heaps[i] = (Heap) {};
+                heaps[i] = (Heap){};
         s->cpu_heaps = heaps;
         s->n_cpu_heaps = n;
         return 0;
@@ -319,6 +319,7 @@ unsigned store_drop_owner(Store *s, RequestOwner *owner) {
 
         while (owner->head) {
                 Request *r = owner->head;
+                /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): store_remove() unlinked the last one */
                 if (request_dies_with_owner(r))
                         store_remove(s, r);
                 else

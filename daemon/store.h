@@ -12,8 +12,8 @@
 #include "heap.h"
 
 #define PMQOS_LATENCY_MAX_US 2000000000 /* also the kernel's "no constraint" */
-#define PMQOS_LATENCY_NONE (-1)          /* listed, never constrains */
-#define PMQOS_MAX_CPUS 8192u             /* the kernel's NR_CPUS ceiling */
+#define PMQOS_LATENCY_NONE (-1)         /* listed, never constrains */
+#define PMQOS_MAX_CPUS 8192u            /* the kernel's NR_CPUS ceiling */
 
 typedef enum QosType {
         QOS_TYPE_CPU_DMA,
@@ -70,9 +70,9 @@ struct Request {
 
 typedef struct Store {
         Hashmap by_cookie;
-        Hashmap by_uid; /* uid → UidCount */
-        Heap values;    /* global requests by value; PMQOS_LATENCY_NONE stays out */
-        Heap expiries;  /* timed requests by deadline */
+        Hashmap by_uid;  /* uid → UidCount */
+        Heap values;     /* global requests by value; PMQOS_LATENCY_NONE stays out */
+        Heap expiries;   /* timed requests by deadline */
         Heap *cpu_heaps; /* per-CPU requests by value, indexed by CPU number */
         uint32_t n_cpu_heaps;
         Request *all_head, *all_tail;

@@ -18,8 +18,7 @@ const char *qos_type_to_string(QosType t) {
         return t < _QOS_TYPE_MAX ? qos_type_names[t] : NULL;
 }
 
-static int fail(ValidationError *err, int r, const char *name, const char *before, const char *arg,
-                const char *after) {
+static int fail(ValidationError *err, int r, const char *name, const char *before, const char *arg, const char *after) {
         err->name = name;
         /* Keep only printable ASCII of what the caller sent, and not too much of it. */
         char clean[64];
@@ -42,12 +41,10 @@ int parse_qos_type(const char *s, QosType *ret, ValidationError *err) {
 
         /* The kernel removed /dev/network_latency in Linux 5.7; the name stays known. */
         if (strcmp(s, "network") == 0)
-                return fail(err, -EOPNOTSUPP, SD_BUS_ERROR_NOT_SUPPORTED,
-                            "Latency type \"", s,
+                return fail(err, -EOPNOTSUPP, SD_BUS_ERROR_NOT_SUPPORTED, "Latency type \"", s,
                             "\" is not supported: this kernel has no /dev/network_latency.");
 
-        return fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS,
-                    "Unknown latency type \"", s,
+        return fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS, "Unknown latency type \"", s,
                     "\"; the supported type is \"cpu_dma\".");
 }
 
@@ -57,15 +54,14 @@ int check_latency_value(int32_t value, ValidationError *err) {
 
         char buf[16];
         snprintf(buf, sizeof(buf), "%" PRIi32, value);
-        return fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS,
-                    "Latency ", buf,
+        return fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS, "Latency ", buf,
                     " µs is out of range; use 0 … 2000000000 µs, or -1 for no requirement.");
 }
 
 void request_options_done(RequestOptions *o) {
         free(o->reason);
         free(o->cpus);
-        *o = (RequestOptions) {};
+        *o = (RequestOptions){};
 }
 
 static int option_error(ValidationError *err, const char *key, const char *problem) {

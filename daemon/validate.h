@@ -31,7 +31,7 @@ const char *qos_type_to_string(QosType t);
 #define PMQOS_CPUS_MAX 1024u /* entries in one "cpus" option */
 
 typedef struct RequestOptions {
-        char *reason;        /* NULL if not given */
+        char *reason; /* NULL if not given */
         bool persistent;
         uint32_t timeout_sec; /* 0 if not given */
         uint32_t *cpus;

@@ -86,7 +86,7 @@ static double p50_us(uint64_t *ns, int n) {
 
 static Row *add_row(const char *figure) {
         Row *r = &rows[n_rows++];
-        *r = (Row) { .figure = figure, .pass = true };
+        *r = (Row){ .figure = figure, .pass = true };
         return r;
 }
 
@@ -127,14 +127,15 @@ static void start_bus(void) {
                 "<policy context=\"default\"><allow user=\"*\"/><allow own=\"*\"/><allow send_type=\"method_call\"/>\n"
                 "<allow send_type=\"signal\"/><allow send_requested_reply=\"true\" send_type=\"method_return\"/>\n"
                 "<allow send_requested_reply=\"true\" send_type=\"error\"/><allow receive_type=\"method_call\"/>\n"
-                "<allow receive_type=\"method_return\"/><allow receive_type=\"error\"/><allow receive_type=\"signal\"/>\n"
+                "<allow receive_type=\"method_return\"/><allow receive_type=\"error\"/><allow "
+                "receive_type=\"signal\"/>\n"
                 "</policy></busconfig>\n",
                 sock);
         fclose(f);
 
         char cmd[1024];
-        snprintf(cmd, sizeof(cmd),
-                 "dbus-daemon --config-file=%s --fork --print-address=1 --print-pid=1 2>%s/dbus.log", conf, tmpdir);
+        snprintf(cmd, sizeof(cmd), "dbus-daemon --config-file=%s --fork --print-address=1 --print-pid=1 2>%s/dbus.log",
+                 conf, tmpdir);
         FILE *p = popen(cmd, "re");
         if (!p || fscanf(p, "%511s %d", bus_address, &bus_pid) != 2)
                 die("start dbus-daemon", EIO);
@@ -350,8 +351,8 @@ static void throughput_worker(int secs, bool pings, volatile Counter *out, int i
 
 static double run_workers(const Config *c, bool pings, uint64_t *ret_daemon_ticks, uint64_t *ret_bus_ticks) {
         enum { N = 8 };
-        volatile Counter *counters = mmap(NULL, sizeof(Counter) * N, PROT_READ | PROT_WRITE,
-                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        volatile Counter *counters =
+                mmap(NULL, sizeof(Counter) * N, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         uint64_t d0 = cpu_ticks(daemon_pid), b0 = cpu_ticks(bus_pid);
         uint64_t start = now_ns();
         for (int i = 0; i < N; i++)
@@ -460,7 +461,8 @@ static void count_writes(const Config *c, sd_bus *bus, long *ret_writes, long *r
 
         sd_bus *watch = connect_bus();
         sd_bus_add_match(watch, NULL,
-                         "type='signal',sender='" BUS_NAME "',path='" PATH "',interface='" QOS "',member='LatencyChanged'",
+                         "type='signal',sender='" BUS_NAME "',path='" PATH "',interface='" QOS
+                         "',member='LatencyChanged'",
                          NULL, NULL);
         sd_bus_call_method(watch, BUS_NAME, PATH, "org.freedesktop.DBus.Peer", "Ping", NULL, NULL, "");
 
@@ -525,7 +527,8 @@ static void print_rows(const Config *c) {
         if (c->json) {
                 printf("{\"quick\": %s, \"rows\": [\n", c->quick ? "true" : "false");
                 for (int i = 0; i < n_rows; i++)
-                        printf("  {\"figure\": \"%s\", \"value\": \"%s\", \"number\": %.3f, \"target\": \"%s\", \"pass\": %s}%s\n",
+                        printf("  {\"figure\": \"%s\", \"value\": \"%s\", \"number\": %.3f, \"target\": \"%s\", "
+                               "\"pass\": %s}%s\n",
                                rows[i].figure, rows[i].value, rows[i].number, rows[i].target,
                                rows[i].pass ? "true" : "false", i + 1 < n_rows ? "," : "");
                 printf("]}\n");

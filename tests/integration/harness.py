@@ -6,6 +6,7 @@ read-back."""
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import struct
@@ -205,8 +206,10 @@ class Daemon:
         self.state_dir = state_dir or os.path.join(bus.dir, "state-%d" % time.monotonic_ns())
         self.log_path = os.path.join(bus.dir, "pmqosd-%d.log" % time.monotonic_ns())
         self.log = open(self.log_path, "w")
+        # PMQOSD_WRAPPER runs the daemon under a checker, e.g. valgrind (see .ci/run).
+        wrapper = shlex.split(os.environ.get("PMQOSD_WRAPPER", ""))
         self.proc = subprocess.Popen(
-            [PMQOSD, "--device", kernel.path, "--state-dir", self.state_dir, "--verbose", *args],
+            [*wrapper, PMQOSD, "--device", kernel.path, "--state-dir", self.state_dir, "--verbose", *args],
             env=bus.env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -215,7 +218,7 @@ class Daemon:
         try:
             wait_for(
                 lambda: self.proc.poll() is not None or probe.name_has_owner(BUS_NAME),
-                timeout=10,
+                timeout=30,
                 what="pmqosd to own its name",
             )
         finally:
@@ -229,7 +232,7 @@ class Daemon:
         with open(self.log_path) as f:
             return f.read()
 
-    def stop(self, sig=signal.SIGTERM, timeout=10):
+    def stop(self, sig=signal.SIGTERM, timeout=60):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:

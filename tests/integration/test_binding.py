@@ -6,6 +6,18 @@ import os
 import subprocess
 import sys
 
+# A sanitizer build of libpmqos needs its runtime loaded first: re-run this
+# interpreter with it preloaded (leak checking off: it is Python's, not ours).
+_lib = os.environ.get("PMQOS_LIBRARY")
+if _lib and "PMQOS_TEST_REEXEC" not in os.environ:
+    _ldd = subprocess.run(["ldd", _lib], stdout=subprocess.PIPE, text=True).stdout
+    _pre = [line.split("=>")[1].split()[0] for line in _ldd.splitlines()
+            if "=>" in line and ("libasan" in line or "libubsan" in line)]
+    if _pre:
+        os.execve(sys.executable, [sys.executable] + sys.argv,
+                  dict(os.environ, LD_PRELOAD=":".join(_pre), ASAN_OPTIONS="detect_leaks=0",
+                       PMQOS_TEST_REEXEC="1"))
+
 sys.path.insert(0, os.environ.get("PMQOS_PYTHONPATH", os.path.join(os.path.dirname(__file__), "..", "..",
                                                                     "bindings", "python")))
 import pmqos  # noqa: E402

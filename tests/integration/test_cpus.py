@@ -67,7 +67,7 @@ class CpuTestCase(BrokerTestCase):
 
     def restart(self, sig):
         self.daemon.proc.send_signal(sig)
-        self.daemon.proc.wait(10)
+        self.daemon.proc.wait(60)
         self.daemon.log.close()
         self.daemon = Daemon(self.bus, self.kernel, self.daemon_args, state_dir=self.daemon.state_dir)
 

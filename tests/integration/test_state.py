@@ -26,7 +26,7 @@ from harness import (
 class StateTestCase(BrokerTestCase):
     def restart(self, sig=signal.SIGTERM):
         self.daemon.proc.send_signal(sig)
-        self.daemon.proc.wait(10)
+        self.daemon.proc.wait(60)
         self.daemon.log.close()
         self.daemon = Daemon(self.bus, self.kernel, self.daemon_args, state_dir=self.daemon.state_dir)
 
@@ -92,7 +92,7 @@ class TestRestart(StateTestCase):
         c.call("Request", "sia{sv}", "cpu_dma", 80,
                {"persistent": GLib.Variant("b", True), "timeout": GLib.Variant("u", 1)}, iface=NATIVE_IFACE)
         self.daemon.proc.send_signal(signal.SIGKILL)
-        self.daemon.proc.wait(10)
+        self.daemon.proc.wait(60)
         self.daemon.log.close()
         time.sleep(1.2)
         self.daemon = Daemon(self.bus, self.kernel, self.daemon_args, state_dir=self.daemon.state_dir)
@@ -212,7 +212,7 @@ class TestKillLoop(StateTestCase):
             finally:
                 killer.join()
                 c.close()
-            self.daemon.proc.wait(10)
+            self.daemon.proc.wait(60)
             self.daemon.log.close()
             self.daemon = Daemon(self.bus, self.kernel, self.daemon_args, state_dir=self.daemon.state_dir)
 

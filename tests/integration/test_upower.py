@@ -264,9 +264,10 @@ class TestSignals(BrokerTestCase):
 
     def test_floor_change_signals_latency(self):
         watcher = self.client()
+        watcher.subscribe()
         c = self.client()
         c.request(100)
-        watcher.subscribe()
+        watcher.take_signals()  # those of the request itself
         c.call("SetMinimumLatency", "si", "cpu_dma", 300)
         self.assertEqual(watcher.take_signals(), [(PATH, QOS_IFACE, "LatencyChanged", ("cpu_dma", 300))])
 

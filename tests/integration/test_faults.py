@@ -1,0 +1,212 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Faults around pmqosd: a device whose writes fail, a state directory that
+turns read-only, the bus daemon going away, polkitd killed mid-traffic."""
+
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from gi.repository import GLib
+
+import test_polkit
+from harness import (
+    IS_ROOT,
+    NATIVE_IFACE,
+    BrokerTestCase,
+    Daemon,
+    Kernel,
+    Polkitd,
+    PrivateBus,
+    main,
+    skip_notice,
+    wait_for,
+)
+
+FAILED = "org.freedesktop.PMQoS.Error.Failed"
+ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
+
+
+class FailingDevice:
+    """/dev/full: opens fine, reads zeros, every write fails with ENOSPC."""
+    path = "/dev/full"
+    real = False
+    baseline = 0
+
+    def read(self):
+        return 0
+
+    def released(self):
+        return True
+
+    def cleanup(self):
+        pass
+
+
+class TestFailingDevice(BrokerTestCase):
+    def setUp(self):
+        self.clients, self.peers = [], []
+        self.kernel = FailingDevice()
+        self.bus = PrivateBus()
+        self.addCleanup(self.bus.stop)
+        self.polkit = None
+        self.daemon = Daemon(self.bus, self.kernel)
+        self.addCleanup(self._stop_daemon)
+        self.addCleanup(self._close_clients)
+
+    def test_write_failure_is_reported_and_undone(self):
+        c = self.client()
+        name, message = c.call_error("RequestLatency", "sib", "cpu_dma", 50, False)
+        self.assertEqual(name, FAILED)
+        self.assertIn("/dev/full", message)
+        self.assertIn("No space left on device", message)
+        self.assertEqual(c.requests(), [])
+        self.assertEqual(c.latency(), -1)
+
+        # Persistent: refused the same way, and nothing reaches the state file.
+        self.assertEqual(c.call_error("RequestLatency", "sib", "cpu_dma", 50, True)[0], FAILED)
+        state = os.path.join(self.daemon.state_dir, "state")
+        if os.path.exists(state):
+            with open(state) as f:
+                self.assertNotIn("request ", f.read())
+
+        # A request that needs no write goes in; changing it to one that does is undone.
+        cookie = c.request(-1)
+        self.assertEqual(c.call_error("Update", "ui", cookie, 10, iface=NATIVE_IFACE)[0], FAILED)
+        self.assertEqual([(r[0], r[8]) for r in c.requests()], [(cookie, -1)])
+        c.cancel(cookie)
+        self.assertEqual(c.requests(), [])
+        self.assertIn("No space left on device", self.daemon.output())
+
+
+class TestReadOnlyStateDir(BrokerTestCase):
+    def setUp(self):
+        self.mnt = tempfile.mkdtemp(prefix="pmqos-statefs-")
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", self.mnt],
+                           stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            os.rmdir(self.mnt)
+            skip_notice("read-only state directory", "cannot mount a tmpfs: " + r.stderr.strip())
+            self.skipTest("cannot mount a tmpfs")
+        self.addCleanup(os.rmdir, self.mnt)
+        self.addCleanup(subprocess.run, ["umount", self.mnt])
+        super().setUp()
+        self.daemon.stop()
+        self.daemon = Daemon(self.bus, self.kernel, state_dir=self.mnt)
+
+    def remount(self, mode):
+        subprocess.run(["mount", "-o", "remount,%s" % mode, self.mnt], check=True)
+
+    def test_served_in_memory_then_saved_again(self):
+        c = self.client()
+        a = c.request(300, persistent=True)
+        self.remount("ro")
+        b = c.request(200, persistent=True)  # still served
+        self.assertEqual(c.latency(), 200)
+        self.assertKernelAtMost(200)
+        self.assertIn("Cannot save state", self.daemon.output())
+        with open(os.path.join(self.mnt, "state")) as f:
+            self.assertNotIn(str(b), f.read())
+        self.remount("rw")
+        c.call("SetMinimumLatency", "si", "cpu_dma", 50)  # the next change saves everything
+        with open(os.path.join(self.mnt, "state")) as f:
+            text = f.read()
+        self.assertIn("cookie=%d " % a, text)
+        self.assertIn("cookie=%d " % b, text)
+        self.assertIn("floor 50\n", text)
+
+
+class TestBusRestart(BrokerTestCase):
+    def test_daemon_exits_promptly_and_reloads_on_a_new_bus(self):
+        c = self.client()
+        cookie = c.request(120, persistent=True)
+        c.close()
+        self.clients.remove(c)
+        state_dir = self.daemon.state_dir
+        t = time.monotonic()
+        os.kill(self.bus.pid, signal.SIGKILL)
+        self.bus.pid = 0
+        code = self.daemon.proc.wait(10)
+        self.assertNotEqual(code, 0)
+        self.assertLess(time.monotonic() - t, 2)
+        self.assertIn("Lost the connection to the system bus", self.daemon.output())
+        self.assertKernelReleased()
+
+        # The service manager starts it again on the new bus: same state.
+        self.daemon.log.close()
+        # The new bus (and its directory) replaces the old; the state moves along.
+        old_bus = self.bus
+        self.bus = PrivateBus()
+        new_state = os.path.join(self.bus.dir, "state-moved")
+        shutil.copytree(state_dir, new_state)
+        old_bus.stop()
+        self.daemon = Daemon(self.bus, self.kernel, state_dir=new_state)
+        w = self.client()
+        self.assertEqual([r[0] for r in w.requests()], [cookie])
+        self.assertKernelAtMost(120)
+
+
+@unittest.skipUnless(IS_ROOT and test_polkit.polkitd_present, "needs root and polkitd")
+class TestPolkitKilledMidTraffic(BrokerTestCase):
+    with_polkit = True
+    # Every granted request stays live for the model check: lift the limits.
+    daemon_args = ("--max-requests-per-connection", "1000000", "--max-requests-per-uid", "1000000")
+
+    @classmethod
+    def setUpClass(cls):
+        test_polkit.setUpModule()
+
+    @classmethod
+    def tearDownClass(cls):
+        test_polkit.tearDownModule()
+
+    def test_every_call_answered(self):
+        root = self.client()
+        base = root.request(900)
+        gid = pwd.getpwnam(test_polkit.USERS["member"]).pw_gid
+        members = [self.peer(uid=test_polkit.uid("member"), gid=gid) for _ in range(3)]
+        results = {i: [] for i in range(len(members))}
+        stop = threading.Event()
+
+        def traffic(i, p):
+            while not stop.is_set():
+                t = time.monotonic()
+                r = p.call("RequestLatency", "sib", "cpu_dma", 1000 + i, False)
+                results[i].append((r[0] if r[0] == "ok" else r[1], time.monotonic() - t,
+                                   r[1][0] if r[0] == "ok" else None))
+
+        threads = [threading.Thread(target=traffic, args=(i, p)) for i, p in enumerate(members)]
+        for th in threads:
+            th.start()
+        time.sleep(0.5)
+        self.polkit.proc.kill()
+        self.polkit.proc.wait()
+        time.sleep(1.0)
+        self.assertEqual(root.latency(), 900)  # root served throughout
+        self.polkit = Polkitd(self.bus)
+        time.sleep(0.5)
+        stop.set()
+        for th in threads:
+            th.join(30)
+            self.assertFalse(th.is_alive())
+
+        for i, rs in results.items():
+            kinds = {k for k, _, _ in rs}
+            self.assertLessEqual(kinds, {"ok", ACCESS_DENIED}, rs[-5:])
+            self.assertTrue(max(d for _, d, _ in rs) < 6, "a call took %.1fs" % max(d for _, d, _ in rs))
+            self.assertEqual(rs[-1][0], "ok")  # recovered once polkitd was back
+        # The kernel holds the model's value: the strictest granted request.
+        granted = {cookie for rs in results.values() for k, _, cookie in rs if k == "ok"}
+        live = {r[0]: r[8] for r in root.requests()}
+        self.assertEqual(set(live) - {base}, granted)
+        self.assertEqual(root.latency(), min(live.values()))
+        self.assertKernelAtMost(min(live.values()))
+
+
+if __name__ == "__main__":
+    main()
