@@ -3,12 +3,16 @@
  * bus name and runs the event loop until SIGTERM or SIGINT. */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
 
+#include "config.h"
 #include "log.h"
 #include "manager.h"
 #include "util.h"
@@ -20,6 +24,10 @@
 
 typedef struct Options {
         ManagerConfig config;
+        const char *config_path;
+        bool config_path_given;
+        unsigned cli_set; /* CONFIG_SET_* given on the command line: they win over the file */
+        bool upower_name;
         bool verbose;
 } Options;
 
@@ -27,6 +35,7 @@ static void help(void) {
         printf("Usage: pmqosd [OPTIONS]\n"
                "Broker of CPU latency requests on the system bus (%s).\n\n"
                "  --device PATH     the latency device (default %s)\n"
+               "  --config PATH     configuration file (default %s)\n"
                "  --state-dir DIR   where persistent state lives (default %s)\n"
                "  --sysfs-root DIR  where per-CPU latency files are found (default %s,\n"
                "                    or $PMQOS_SYSFS_ROOT)\n"
@@ -36,10 +45,12 @@ static void help(void) {
                "                    live requests one connection may hold (default %u)\n"
                "  --max-requests-per-uid N\n"
                "                    live requests one user may hold (default %u; root is exempt)\n"
+               "  --upower-name     also own org.freedesktop.UPower, when it is free, for\n"
+               "                    clients that hard-code UPower's name\n"
                "  --verbose         log every request\n"
                "  --version         print the version and exit\n"
                "  --help            print this help and exit\n",
-               PMQOS_BUS_NAME, DEFAULT_DEVICE, DEFAULT_STATE_DIR, DEFAULT_SYSFS_ROOT, PMQOS_DEFAULT_MAX_TIMEOUT_SEC,
+               PMQOS_BUS_NAME, DEFAULT_DEVICE, PMQOS_DEFAULT_CONFIG, DEFAULT_STATE_DIR, DEFAULT_SYSFS_ROOT, PMQOS_DEFAULT_MAX_TIMEOUT_SEC,
                PMQOS_DEFAULT_MAX_PER_CONNECTION, PMQOS_DEFAULT_MAX_PER_UID);
 }
 
@@ -60,6 +71,8 @@ static int parse_argv(int argc, char *argv[], Options *o) {
         enum {
                 ARG_DEVICE = 0x100,
                 ARG_STATE_DIR,
+                ARG_CONFIG,
+                ARG_UPOWER_NAME,
                 ARG_SYSFS_ROOT,
                 ARG_MAX_TIMEOUT,
                 ARG_MAX_PER_CONNECTION,
@@ -71,6 +84,8 @@ static int parse_argv(int argc, char *argv[], Options *o) {
         static const struct option options[] = {
                 { "device", required_argument, NULL, ARG_DEVICE },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "config", required_argument, NULL, ARG_CONFIG },
+                { "upower-name", no_argument, NULL, ARG_UPOWER_NAME },
                 { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
                 { "max-timeout", required_argument, NULL, ARG_MAX_TIMEOUT },
                 { "max-requests-per-connection", required_argument, NULL, ARG_MAX_PER_CONNECTION },
@@ -83,14 +98,18 @@ static int parse_argv(int argc, char *argv[], Options *o) {
         int c;
 
         const char *env_root = getenv("PMQOS_SYSFS_ROOT");
-        *o = (Options){ .config = {
-                                .device = DEFAULT_DEVICE,
-                                .state_dir = DEFAULT_STATE_DIR,
-                                .sysfs_root = env_root && *env_root ? env_root : DEFAULT_SYSFS_ROOT,
-                                .max_per_connection = PMQOS_DEFAULT_MAX_PER_CONNECTION,
-                                .max_per_uid = PMQOS_DEFAULT_MAX_PER_UID,
-                                .max_timeout_sec = PMQOS_DEFAULT_MAX_TIMEOUT_SEC,
-                        } };
+        *o = (Options) {
+                .config = {
+                        .device = DEFAULT_DEVICE,
+                        .state_dir = DEFAULT_STATE_DIR,
+                        .sysfs_root = env_root && *env_root ? env_root : DEFAULT_SYSFS_ROOT,
+                        .max_per_connection = PMQOS_DEFAULT_MAX_PER_CONNECTION,
+                        .max_per_uid = PMQOS_DEFAULT_MAX_PER_UID,
+                        .max_timeout_sec = PMQOS_DEFAULT_MAX_TIMEOUT_SEC,
+                        .default_floor = PMQOS_LATENCY_NONE,
+                },
+                .config_path = PMQOS_DEFAULT_CONFIG,
+        };
         while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
                 switch (c) {
                 case ARG_DEVICE:
@@ -98,6 +117,14 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                         break;
                 case ARG_STATE_DIR:
                         o->config.state_dir = optarg;
+                        o->cli_set |= CONFIG_SET_STATE_DIR;
+                        break;
+                case ARG_UPOWER_NAME:
+                        o->upower_name = true;
+                        break;
+                case ARG_CONFIG:
+                        o->config_path = optarg;
+                        o->config_path_given = true;
                         break;
                 case ARG_SYSFS_ROOT:
                         o->config.sysfs_root = optarg;
@@ -108,6 +135,9 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                         unsigned *target = c == ARG_MAX_PER_UID          ? &o->config.max_per_uid
                                            : c == ARG_MAX_PER_CONNECTION ? &o->config.max_per_connection
                                                                          : &o->config.max_timeout_sec;
+                        o->cli_set |= c == ARG_MAX_PER_UID          ? CONFIG_SET_MAX_PER_UID
+                                      : c == ARG_MAX_PER_CONNECTION ? CONFIG_SET_MAX_PER_CONNECTION
+                                                                    : CONFIG_SET_MAX_TIMEOUT;
                         if (parse_limit(optarg, target) < 0) {
                                 fprintf(stderr, "pmqosd: invalid number \"%s\"; give one from 1 to %u.\n", optarg,
                                         LIMIT_MAX);
@@ -134,6 +164,92 @@ static int parse_argv(int argc, char *argv[], Options *o) {
         return 1;
 }
 
+/* Reads the configuration file into o->config, keeping command-line values.
+ * A missing default file is fine; a missing explicit one or a bad one is not.
+ * On error nothing in o->config changes. */
+static int load_config(Options *o, char **ret_state_dir) {
+        char buf[CONFIG_FILE_MAX + 1], err[512];
+        Config c = {
+                .max_per_connection = PMQOS_DEFAULT_MAX_PER_CONNECTION,
+                .max_per_uid = PMQOS_DEFAULT_MAX_PER_UID,
+                .max_timeout_sec = PMQOS_DEFAULT_MAX_TIMEOUT_SEC,
+                .default_floor = PMQOS_LATENCY_NONE,
+        };
+        unsigned set = 0;
+        ssize_t n = 0;
+
+        *ret_state_dir = NULL;
+        int fd = open(o->config_path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                int k = errno;
+                if (k == ENOENT && !o->config_path_given)
+                        goto apply;
+                log_error("Cannot read configuration %s: %s", o->config_path, strerror(k));
+                return -k;
+        }
+        n = read(fd, buf, sizeof(buf));
+        int saved = errno;
+        close(fd);
+        if (n < 0) {
+                log_error("Cannot read configuration %s: %s", o->config_path, strerror(saved));
+                return -saved;
+        }
+        int r = config_parse(o->config_path, buf, (size_t) n, &c, &set, err, sizeof(err));
+        if (r < 0) {
+                log_error("Bad configuration: %s", r == -EINVAL ? err : strerror(-r));
+                return r;
+        }
+
+apply:
+        if (!(o->cli_set & CONFIG_SET_MAX_PER_CONNECTION))
+                o->config.max_per_connection = c.max_per_connection;
+        if (!(o->cli_set & CONFIG_SET_MAX_PER_UID))
+                o->config.max_per_uid = c.max_per_uid;
+        if (!(o->cli_set & CONFIG_SET_MAX_TIMEOUT))
+                o->config.max_timeout_sec = c.max_timeout_sec;
+        o->config.default_floor = c.default_floor;
+        if ((set & CONFIG_SET_STATE_DIR) && !(o->cli_set & CONFIG_SET_STATE_DIR)) {
+                *ret_state_dir = c.state_dir;
+                c.state_dir = NULL;
+        }
+        config_done(&c);
+        return 0;
+}
+
+typedef struct ReloadContext {
+        Options *options;
+        Manager *manager;
+} ReloadContext;
+
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        ReloadContext *ctx = userdata;
+        Options *o = ctx->options;
+        char *state_dir = NULL;
+
+        (void) s, (void) si;
+        (void) sd_notify(false, "RELOADING=1");
+        Options next = *o;
+        if (load_config(&next, &state_dir) < 0)
+                log_error("Keeping the previous configuration.");
+        else {
+                if (state_dir && strcmp(state_dir, o->config.state_dir) != 0)
+                        log_warning("StateDirectory=%s takes effect at the next start.", state_dir);
+                free(state_dir);
+                o->config.max_per_connection = next.config.max_per_connection;
+                o->config.max_per_uid = next.config.max_per_uid;
+                o->config.max_timeout_sec = next.config.max_timeout_sec;
+                o->config.default_floor = next.config.default_floor;
+                manager_set_limits(ctx->manager, o->config.max_per_connection, o->config.max_per_uid,
+                                   o->config.max_timeout_sec, o->config.default_floor);
+                log_info("Reloaded %s: %u requests per connection, %u per user, timeouts up to %u s, default "
+                         "floor %d.",
+                         o->config_path, o->config.max_per_connection, o->config.max_per_uid,
+                         o->config.max_timeout_sec, (int) o->config.default_floor);
+        }
+        (void) sd_notify(false, "READY=1");
+        return 0;
+}
+
 static int on_bus_disconnected(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         sd_event *event = userdata;
         (void) message, (void) error;
@@ -157,9 +273,16 @@ static int run(int argc, char *argv[]) {
                 return r < 0 ? 2 : 0;
         log_set_verbose(o.verbose);
 
+        _cleanup_(freep) char *config_state_dir = NULL;
+        if (load_config(&o, &config_state_dir) < 0)
+                return 1;
+        if (config_state_dir)
+                o.config.state_dir = config_state_dir;
+
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
         sigprocmask(SIG_BLOCK, &mask, NULL);
 
         r = sd_event_default(&event);
@@ -213,8 +336,25 @@ static int run(int argc, char *argv[]) {
                 return 1;
         }
 
+        if (o.upower_name) {
+                /* Only when free: never push a running UPower off its name. */
+                r = sd_bus_request_name(bus, UPOWER_BUS_NAME, 0);
+                if (r < 0)
+                        log_warning("Not claiming %s: %s%s", UPOWER_BUS_NAME, strerror(-r),
+                                    r == -EEXIST ? " (UPower runs)" : "");
+                else
+                        log_info("Also serving %s for UPower-era clients.", UPOWER_BUS_NAME);
+        }
+
+        ReloadContext reload = { .options = &o, .manager = m };
+        (void) sd_event_add_signal(event, NULL, SIGHUP, on_sighup, &reload);
+
         log_info("Serving %s on %s.", PMQOS_BUS_NAME, o.config.device);
+        /* State is loaded and the name is ours: clients can be served. */
+        manager_notify_status(m);
+        (void) sd_notify(false, "READY=1");
         r = sd_event_loop(event);
+        (void) sd_notify(false, "STOPPING=1");
         manager_free(m);
         if (r < 0) {
                 log_error("Event loop failed: %s", strerror(-r));

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,7 +46,8 @@ int manager_new(Manager **ret, sd_event *event, sd_bus *bus, const ManagerConfig
         m->event = sd_event_ref(event);
         m->bus = sd_bus_ref(bus);
         m->sink = (Sink) SINK_INIT;
-        m->floor = PMQOS_LATENCY_NONE;
+        m->floor = m->admin_floor = PMQOS_LATENCY_NONE;
+        m->default_floor = config->default_floor;
         m->effective = PMQOS_LATENCY_NONE;
         m->max_per_connection = config->max_per_connection;
         m->max_per_uid = config->max_per_uid;
@@ -94,7 +96,7 @@ Manager *manager_free(Manager *m) {
         }
         if (m->state_dirty && m->state_dir) {
                 TextBuffer b = {};
-                if (state_serialize(&m->store, m->floor, NULL, 0, &b) >= 0)
+                if (state_serialize(&m->store, m->admin_floor, NULL, 0, &b) >= 0)
                         (void) state_save(m->state_dir, b.data, b.len);
                 free(b.data);
         }
@@ -116,7 +118,7 @@ Manager *manager_free(Manager *m) {
 
 int manager_save_state(Manager *m) {
         TextBuffer b = {};
-        int r = state_serialize(&m->store, m->floor, m->cpus.originals, m->cpus.n_originals, &b);
+        int r = state_serialize(&m->store, m->admin_floor, m->cpus.originals, m->cpus.n_originals, &b);
         if (r >= 0)
                 r = state_save(m->state_dir, b.data, b.len);
         free(b.data);
@@ -158,7 +160,8 @@ int manager_load_state(Manager *m) {
 
         int64_t now = now_realtime_usec();
         size_t n_loaded = 0;
-        m->floor = d.floor;
+        m->admin_floor = d.floor;
+        m->floor = manager_floor(m);
         for (size_t i = 0; i < d.n_requests; i++) {
                 Request *req = d.requests[i];
                 if (req->expires_usec > 0 && req->expires_usec <= now) {
@@ -274,6 +277,15 @@ static int on_expiry(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+void manager_notify_status(Manager *m) {
+        /* Cheap when not run by systemd: sd_notify() returns at once without $NOTIFY_SOCKET. */
+        if (m->effective >= 0)
+                (void) sd_notifyf(false, "STATUS=effective %d µs, %zu request(s)", (int) m->effective,
+                                  store_size(&m->store));
+        else
+                (void) sd_notifyf(false, "STATUS=no bound, %zu request(s)", store_size(&m->store));
+}
+
 void manager_emit_signals(Manager *m) {
         size_t count = store_size(&m->store);
         bool count_changed = count != m->reported_count;
@@ -286,8 +298,34 @@ void manager_emit_signals(Manager *m) {
                 r = bus_native_emit(m, m->latency_changed, count_changed, m->floor_changed);
         if (r < 0)
                 log_warning("Cannot emit change signals: %s", strerror(-r));
+        if (m->latency_changed || count_changed)
+                manager_notify_status(m);
         m->reported_count = count;
         m->latency_changed = m->requests_changed = m->floor_changed = false;
+}
+
+void manager_set_limits(Manager *m, unsigned max_per_connection, unsigned max_per_uid, uint32_t max_timeout_sec,
+                        int32_t default_floor) {
+        /* Live requests above a new limit stay; only new ones are refused. */
+        m->max_per_connection = max_per_connection;
+        m->max_per_uid = max_per_uid;
+        m->max_timeout_sec = max_timeout_sec;
+        m->default_floor = default_floor;
+
+        int32_t old = m->floor;
+        m->floor = manager_floor(m);
+        if (m->floor == old)
+                return;
+        m->floor_changed = true;
+        int r = manager_commit(m);
+        if (r < 0) {
+                log_error("Cannot apply the new default floor: %s", strerror(-r));
+                m->floor = old;
+                m->floor_changed = false;
+                (void) manager_commit(m);
+                return;
+        }
+        manager_emit_signals(m);
 }
 
 int manager_add_objects(Manager *m) {

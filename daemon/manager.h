@@ -14,6 +14,7 @@
 #include "store.h"
 
 #define PMQOS_BUS_NAME "org.freedesktop.PMQoS"
+#define UPOWER_BUS_NAME "org.freedesktop.UPower"
 #define PMQOS_OBJECT_PATH "/org/freedesktop/PMQoS"
 #define UPOWER_POLICY_PATH "/org/freedesktop/UPower/Policy"
 #define UPOWER_QOS_INTERFACE "org.freedesktop.UPower.QoS"
@@ -30,6 +31,7 @@ typedef struct ManagerConfig {
         unsigned max_per_connection;
         unsigned max_per_uid;
         uint32_t max_timeout_sec;
+        int32_t default_floor;
 } ManagerConfig;
 
 typedef struct Auth Auth;
@@ -46,7 +48,9 @@ typedef struct Manager {
         sd_event_source *expiry_source;
         Hashmap clients; /* unique bus name → Client, for clients still on the bus */
 
-        int32_t floor;     /* administrator minimum, PMQOS_LATENCY_NONE if unset */
+        int32_t floor;         /* the floor in force: admin_floor, else default_floor */
+        int32_t admin_floor;   /* set over the bus, persisted; PMQOS_LATENCY_NONE if unset */
+        int32_t default_floor; /* from the configuration file; PMQOS_LATENCY_NONE if unset */
         int32_t effective; /* what the sink holds, as the API reports it */
 
         unsigned max_per_connection;
@@ -75,9 +79,20 @@ int manager_commit(Manager *m);
 /* Saves persistent requests, the floor and CPU originals; logs on failure
  * and keeps them in memory, to try again at the next change. */
 int manager_save_state(Manager *m);
+/* Tells the service manager what holds now (STATUS=). */
+void manager_notify_status(Manager *m);
 /* Emits the signals owed by the last commits. Call after the method reply. */
 void manager_emit_signals(Manager *m);
 
 int manager_add_objects(Manager *m);
+
+/* The floor in force follows the administrator's, else the configured default. */
+static inline int32_t manager_floor(const Manager *m) {
+        return m->admin_floor >= 0 ? m->admin_floor : m->default_floor;
+}
+
+/* Applies limits, maximum timeout and default floor (after a reload). */
+void manager_set_limits(Manager *m, unsigned max_per_connection, unsigned max_per_uid, uint32_t max_timeout_sec,
+                        int32_t default_floor);
 
 int64_t now_realtime_usec(void);

@@ -195,14 +195,18 @@ reply:
 
 static void execute_set_floor(Op *op) {
         Manager *m = op->manager;
-        int32_t old = m->floor;
+        int32_t old = m->floor, old_admin = m->admin_floor;
         int r;
 
-        m->floor = op->value;
+        m->admin_floor = op->value;
+        m->floor = manager_floor(m);
+        if (old_admin != m->admin_floor)
+                m->state_dirty = true;
         if (old != m->floor)
-                m->state_dirty = m->floor_changed = true;
+                m->floor_changed = true;
         r = manager_commit(m);
         if (r < 0) {
+                m->admin_floor = old_admin;
                 m->floor = old;
                 m->floor_changed = false;
                 reply_commit_failure(op, r);

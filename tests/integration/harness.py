@@ -200,7 +200,7 @@ class Kernel:
 
 
 class Daemon:
-    def __init__(self, bus, kernel, args=(), state_dir=None):
+    def __init__(self, bus, kernel, args=(), state_dir=None, env=None):
         self.bus = bus
         # A state directory of our own lives inside the bus's temp dir, removed with it.
         self.state_dir = state_dir or os.path.join(bus.dir, "state-%d" % time.monotonic_ns())
@@ -210,7 +210,7 @@ class Daemon:
         wrapper = shlex.split(os.environ.get("PMQOSD_WRAPPER", ""))
         self.proc = subprocess.Popen(
             [*wrapper, PMQOSD, "--device", kernel.path, "--state-dir", self.state_dir, "--verbose", *args],
-            env=bus.env,
+            env=dict(bus.env, **(env or {})),
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* libFuzzer target: pmqosd.conf parsing. Refusals say where and why;
+ * acceptances stay within the documented ranges. */
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "store.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        Config c = { .max_per_connection = 64, .max_per_uid = 256, .max_timeout_sec = 86400, .default_floor = -1 };
+        unsigned set = 0;
+        char err[512] = "";
+
+        int r = config_parse("fuzz.conf", (const char *) data, size, &c, &set, err, sizeof(err));
+        if (r == -EINVAL && strncmp(err, "fuzz.conf", 9) != 0)
+                abort();
+        if (r == 0 && (c.max_per_connection < 1 || c.max_per_uid < 1 || c.max_timeout_sec < 1 ||
+                       c.default_floor < -1 || c.default_floor > PMQOS_LATENCY_MAX_US ||
+                       (c.state_dir && c.state_dir[0] != '/')))
+                abort();
+        config_done(&c);
+        return 0;
+}

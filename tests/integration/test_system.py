@@ -1,0 +1,249 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""System integration: the installed tree, the unit (systemd-analyze), the
+policy (polkit DTD), man pages, completion, the configuration file and its
+reload, sd_notify, and the opt-in UPower name."""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+
+from gi.repository import GLib
+
+from harness import (
+    NATIVE_IFACE,
+    PATH,
+    PMQOSD,
+    QOS_IFACE,
+    SOURCE_ROOT,
+    UPOWER_PATH,
+    BrokerTestCase,
+    Daemon,
+    main,
+    wait_for,
+)
+
+BUILD_ROOT = os.environ.get("PMQOS_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
+INVALID = "org.freedesktop.DBus.Error.InvalidArgs"
+
+
+def run(*cmd, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+class TestInstall(BrokerTestCase):
+    def setUp(self):  # no bus or daemon needed
+        self.dest = tempfile.mkdtemp(prefix="pmqos-destdir-")
+        self.addCleanup(shutil.rmtree, self.dest)
+
+    def test_destdir_tree(self):
+        r = run("meson", "install", "-C", BUILD_ROOT, "--no-rebuild", "--quiet", "--destdir", self.dest)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        files = {os.path.relpath(os.path.join(d, f), self.dest) for d, _, fs in os.walk(self.dest) for f in fs}
+        prefix = run("meson", "introspect", "--buildoptions", BUILD_ROOT).stdout
+        want = [
+            r"libexec/pmqosd$", r"bin/pmqosctl$", r"include/pmqos\.h$", r"lib/.*libpmqos\.so\.1$",
+            r"lib/.*libpmqos\.so$", r"lib/.*pkgconfig/pmqos\.pc$", r"pmqos/__init__\.py$",
+            r"share/dbus-1/system\.d/org\.freedesktop\.PMQoS\.conf$",
+            r"share/dbus-1/system-services/org\.freedesktop\.PMQoS\.service$",
+            r"share/dbus-1/interfaces/org\.freedesktop\.UPower\.QoS\.xml$",
+            r"share/dbus-1/interfaces/org\.freedesktop\.PMQoS\.xml$",
+            r"share/polkit-1/actions/org\.freedesktop\.pmqos\.policy$",
+            r"share/polkit-1/rules\.d/org\.freedesktop\.pmqos\.rules$",
+            r"lib/systemd/system/pmqosd\.service$", r"lib/sysusers\.d/pmqos\.conf$", r"etc/pmqos/pmqosd\.conf$",
+            r"share/man/man8/pmqosd\.8$", r"share/man/man1/pmqosctl\.1$", r"share/man/man3/libpmqos\.3$",
+            r"share/man/man5/pmqosd\.conf\.5$", r"bash-completion/completions/pmqosctl$",
+        ]
+        for pattern in want:
+            self.assertTrue(any(re.search(pattern, f) for f in files), "%s missing from %s" % (pattern, sorted(files)))
+        self.assertIn("prefix", prefix)
+        unit = [f for f in files if f.endswith("pmqosd.service") and "systemd" in f][0]
+        with open(os.path.join(self.dest, unit)) as f:
+            text = f.read()
+        for line in ("Type=notify", "BusName=org.freedesktop.PMQoS", "ProtectSystem=strict", "DevicePolicy=closed",
+                     "DeviceAllow=/dev/cpu_dma_latency rw", "NoNewPrivileges=yes",
+                     "RestrictAddressFamilies=AF_UNIX", "SystemCallFilter=@system-service",
+                     "MemoryDenyWriteExecute=yes", "StateDirectory=pmqos"):
+            self.assertIn(line + "\n", text)
+        act = [f for f in files if f.endswith("system-services/org.freedesktop.PMQoS.service")][0]
+        with open(os.path.join(self.dest, act)) as f:
+            self.assertIn("SystemdService=pmqosd.service\n", f.read())
+        pc = [f for f in files if f.endswith("pmqos.pc")][0]
+        with open(os.path.join(self.dest, pc)) as f:
+            self.assertIn("-lpmqos", f.read())
+
+    def test_unit_verifies_and_is_hardened(self):
+        unit = os.path.join(self.dest, "pmqosd.service")
+        with open(os.path.join(BUILD_ROOT, "dbus", "pmqosd.service")) as f:
+            text = re.sub(r"ExecStart=\S+", "ExecStart=" + PMQOSD, f.read())
+        with open(unit, "w") as f:
+            f.write(text)
+        r = run("systemd-analyze", "verify", "--man=no", unit)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = run("systemd-analyze", "security", "--offline=true", unit)
+        m = re.search(r"Overall exposure level for pmqosd.service: ([\d.]+) (\w+)", r.stdout)
+        self.assertIsNotNone(m, r.stdout + r.stderr)
+        self.assertIn(m.group(2), ("OK", "SAFE"), m.group(0))
+
+    def test_policy_and_bus_files_validate(self):
+        r = run("xmllint", "--noout", "--dtdvalid", "/usr/share/polkit-1/policyconfig-1.dtd",
+                os.path.join(SOURCE_ROOT, "policy", "org.freedesktop.pmqos.policy"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for f in ("org.freedesktop.PMQoS.conf", "org.freedesktop.UPower.QoS.xml", "org.freedesktop.PMQoS.xml"):
+            r = run("xmllint", "--noout", os.path.join(SOURCE_ROOT, "dbus", f))
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_man_pages_render_without_warnings(self):
+        for page in ("daemon/pmqosd.8", "daemon/pmqosd.conf.5", "client-lib/pmqosctl.1", "client-lib/libpmqos.3"):
+            r = run("man", "--warnings", "-l", os.path.join(SOURCE_ROOT, page), env=dict(os.environ, MANWIDTH="80"))
+            self.assertEqual(r.returncode, 0, page)
+            self.assertEqual(r.stderr, "", page)
+            self.assertIn("NAME", r.stdout)
+
+    def test_bash_completion_parses(self):
+        r = run("bash", "-n", os.path.join(SOURCE_ROOT, "client-lib", "pmqosctl.bash-completion"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class ConfigTestCase(BrokerTestCase):
+    config = ""
+
+    def setUp(self):
+        fd, self.config_path = tempfile.mkstemp(prefix="pmqosd-", suffix=".conf")
+        os.write(fd, self.config.encode())
+        os.close(fd)
+        self.addCleanup(os.unlink, self.config_path)
+        self.daemon_args = ("--config", self.config_path)
+        super().setUp()
+
+    def write_config(self, text):
+        with open(self.config_path, "w") as f:
+            f.write(text)
+
+    def reload(self):
+        before = self.daemon.output().count("onfiguration")
+        self.daemon.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: self.daemon.output().count("onfiguration") > before or "Reloaded" in self.daemon.output(),
+                 what="the reload to be logged")
+
+    def request_timeout(self, c, seconds):
+        return c.call("Request", "sia{sv}", "cpu_dma", 100, {"timeout": GLib.Variant("u", seconds)},
+                      iface=NATIVE_IFACE)
+
+
+class TestConfig(ConfigTestCase):
+    config = "[pmqosd]\n# a comment\nMaxTimeoutSec = 5\n"
+
+    def test_reload_applies_without_dropping_requests(self):
+        c = self.client()
+        keep = c.request(70)
+        name, message = c.call_error("Request", "sia{sv}", "cpu_dma", 100, {"timeout": GLib.Variant("u", 6)},
+                                     iface=NATIVE_IFACE)
+        self.assertEqual(name, INVALID)
+        self.assertIn("5 seconds", message)
+
+        self.write_config("MaxTimeoutSec=10\nDefaultMinimumLatency=90\n")
+        self.daemon.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "Reloaded" in self.daemon.output(), what="the reload")
+        self.request_timeout(c, 6)  # allowed now
+        self.assertEqual([r[0] for r in c.requests() if r[0] == keep], [keep])  # nothing dropped
+        self.assertEqual(c.latency(), 90)  # the default floor applies
+        self.assertKernelAtMost(90)
+
+        # A bad file is refused whole and names file, line and key.
+        self.write_config("MaxTimeoutSec=20\nMaxRequestsPerUser=lots\n")
+        self.daemon.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "Keeping the previous configuration" in self.daemon.output(), what="the refusal")
+        out = self.daemon.output()
+        self.assertIn("%s:2: MaxRequestsPerUser" % self.config_path, out)
+        self.assertEqual(c.call_error("Request", "sia{sv}", "cpu_dma", 100, {"timeout": GLib.Variant("u", 15)},
+                                      iface=NATIVE_IFACE)[0], INVALID)  # still 10, not 20
+        self.assertEqual(c.latency(), 90)
+
+
+class TestDefaultFloor(ConfigTestCase):
+    config = "DefaultMinimumLatency=300\n"
+
+    def test_admin_floor_over_default(self):
+        c = self.client()
+        c.request(100)
+        prop = lambda: c.call("Get", "ss", NATIVE_IFACE, "MinimumLatency", iface="org.freedesktop.DBus.Properties")[0]
+        self.assertEqual(c.latency(), 300)
+        self.assertEqual(prop(), 300)
+        c.call("SetMinimumLatency", "si", "cpu_dma", 500)
+        self.assertEqual((c.latency(), prop()), (500, 500))
+        c.call("SetMinimumLatency", "si", "cpu_dma", -1)  # the administrator's goes, the default stays
+        self.assertEqual((c.latency(), prop()), (300, 300))
+        with open(os.path.join(self.daemon.state_dir, "state")) as f:
+            self.assertIn("floor -1\n", f.read())
+
+
+class TestBadConfigAtStart(BrokerTestCase):
+    def test_refuses_to_start_with_a_clear_line(self):
+        fd, path = tempfile.mkstemp(suffix=".conf")
+        os.write(fd, b"MaxTimeoutSec=60\nColour=blue\n")
+        os.close(fd)
+        self.addCleanup(os.unlink, path)
+        r = run(PMQOSD, "--config", path, "--device", self.kernel.path, env=self.bus.env, timeout=10)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("%s:2: Colour: unknown key" % path, r.stderr)
+        r = run(PMQOSD, "--config", "/nonexistent/pmqosd.conf", "--device", self.kernel.path, env=self.bus.env,
+                timeout=10)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("/nonexistent/pmqosd.conf", r.stderr)
+
+
+class TestNotify(BrokerTestCase):
+    def setUp(self):
+        self.sockdir = tempfile.mkdtemp(prefix="pmqos-notify-")
+        self.addCleanup(shutil.rmtree, self.sockdir)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.addCleanup(self.sock.close)
+        path = os.path.join(self.sockdir, "notify")
+        self.sock.bind(path)
+        self.sock.settimeout(10)
+        self.notify_env = {"NOTIFY_SOCKET": path}
+        super().setUp()
+
+    def test_ready_and_status(self):
+        # setUp's daemon has no NOTIFY_SOCKET; start one that has.
+        self.daemon.stop()
+        self.daemon = Daemon(self.bus, self.kernel, env=self.notify_env)
+        got = ""
+        while "READY=1" not in got:
+            got += self.sock.recv(4096).decode() + "\n"
+        self.assertIn("STATUS=no bound, 0 request(s)", got)
+        c = self.client()
+        c.request(50)
+        got = self.sock.recv(4096).decode()
+        self.assertEqual(got, "STATUS=effective 50 µs, 1 request(s)")
+
+
+class TestUPowerName(BrokerTestCase):
+    daemon_args = ("--upower-name",)
+
+    def test_upower_era_clients_reach_pmqosd(self):
+        c = self.client()
+        self.assertTrue(c.name_has_owner("org.freedesktop.UPower"))
+        cookie = c.call("RequestLatency", "sib", "cpu_dma", 60, False, path=UPOWER_PATH, iface=QOS_IFACE,
+                        dest="org.freedesktop.UPower")[0]
+        self.assertEqual(c.latency(), 60)
+        self.assertEqual([r[0] for r in c.requests()], [cookie])
+
+    def test_not_claimed_when_taken(self):
+        self.daemon.stop()
+        holder = self.client()
+        self.assertEqual(holder.call("RequestName", "su", "org.freedesktop.UPower", 4, path="/org/freedesktop/DBus",
+                                     iface="org.freedesktop.DBus", dest="org.freedesktop.DBus")[0], 1)
+        self.daemon = Daemon(self.bus, self.kernel, ("--upower-name",))
+        self.assertIn("Not claiming org.freedesktop.UPower", self.daemon.output())
+        self.assertEqual(holder.call("GetNameOwner", "s", "org.freedesktop.UPower", path="/org/freedesktop/DBus",
+                                     iface="org.freedesktop.DBus", dest="org.freedesktop.DBus")[0], holder.name)
+        self.assertEqual(holder.latency(), -1)  # pmqosd itself serves on
+
+
+if __name__ == "__main__":
+    main()
