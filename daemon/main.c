@@ -50,8 +50,8 @@ static void help(void) {
                "  --verbose         log every request\n"
                "  --version         print the version and exit\n"
                "  --help            print this help and exit\n",
-               PMQOS_BUS_NAME, DEFAULT_DEVICE, PMQOS_DEFAULT_CONFIG, DEFAULT_STATE_DIR, DEFAULT_SYSFS_ROOT, PMQOS_DEFAULT_MAX_TIMEOUT_SEC,
-               PMQOS_DEFAULT_MAX_PER_CONNECTION, PMQOS_DEFAULT_MAX_PER_UID);
+               PMQOS_BUS_NAME, DEFAULT_DEVICE, PMQOS_DEFAULT_CONFIG, DEFAULT_STATE_DIR, DEFAULT_SYSFS_ROOT,
+               PMQOS_DEFAULT_MAX_TIMEOUT_SEC, PMQOS_DEFAULT_MAX_PER_CONNECTION, PMQOS_DEFAULT_MAX_PER_UID);
 }
 
 #define LIMIT_MAX 100000000u
@@ -243,8 +243,8 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
                                    o->config.max_timeout_sec, o->config.default_floor);
                 log_info("Reloaded %s: %u requests per connection, %u per user, timeouts up to %u s, default "
                          "floor %d.",
-                         o->config_path, o->config.max_per_connection, o->config.max_per_uid,
-                         o->config.max_timeout_sec, (int) o->config.default_floor);
+                         o->config_path, o->config.max_per_connection, o->config.max_per_uid, o->config.max_timeout_sec,
+                         (int) o->config.default_floor);
         }
         (void) sd_notify(false, "READY=1");
         return 0;

@@ -51,7 +51,7 @@ typedef struct Manager {
         int32_t floor;         /* the floor in force: admin_floor, else default_floor */
         int32_t admin_floor;   /* set over the bus, persisted; PMQOS_LATENCY_NONE if unset */
         int32_t default_floor; /* from the configuration file; PMQOS_LATENCY_NONE if unset */
-        int32_t effective; /* what the sink holds, as the API reports it */
+        int32_t effective;     /* what the sink holds, as the API reports it */
 
         unsigned max_per_connection;
         unsigned max_per_uid;

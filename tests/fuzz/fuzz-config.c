@@ -20,9 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int r = config_parse("fuzz.conf", (const char *) data, size, &c, &set, err, sizeof(err));
         if (r == -EINVAL && strncmp(err, "fuzz.conf", 9) != 0)
                 abort();
-        if (r == 0 && (c.max_per_connection < 1 || c.max_per_uid < 1 || c.max_timeout_sec < 1 ||
-                       c.default_floor < -1 || c.default_floor > PMQOS_LATENCY_MAX_US ||
-                       (c.state_dir && c.state_dir[0] != '/')))
+        if (r == 0 && (c.max_per_connection < 1 || c.max_per_uid < 1 || c.max_timeout_sec < 1 || c.default_floor < -1 ||
+                       c.default_floor > PMQOS_LATENCY_MAX_US || (c.state_dir && c.state_dir[0] != '/')))
                 abort();
         config_done(&c);
         return 0;
