@@ -517,6 +517,29 @@ static int verb_request(int argc, char *argv[]) {
         return r < 0 ? EXIT_REFUSED : r;
 }
 
+/* Commands that are one library call: connect, call, say why if refused. */
+typedef int (*OneCall)(pmqos_client *c, int64_t arg);
+
+static int call_cancel(pmqos_client *c, int64_t cookie) {
+        return pmqos_cancel(c, (uint32_t) cookie);
+}
+
+static int call_set_minimum(pmqos_client *c, int64_t usec) {
+        return pmqos_set_minimum_latency(c, (int32_t) usec);
+}
+
+static int run_one_call(const char *what, OneCall call, int64_t arg) {
+        pmqos_client *client;
+        int r = connect_broker(&client);
+        if (r)
+                return r;
+        r = call(client, arg);
+        if (r < 0)
+                r = broker_error(client, what, r);
+        pmqos_client_free(client);
+        return r;
+}
+
 static int verb_cancel(int argc, char *argv[]) {
         uint32_t cookie;
         if (argc == 2 && strcmp(argv[1], "--help") == 0) {
@@ -528,15 +551,7 @@ static int verb_cancel(int argc, char *argv[]) {
         if (parse_u32(argv[1], 1, UINT32_MAX, &cookie) < 0)
                 return usage_error("cancel", "invalid cookie \"%s\"", argv[1]);
 
-        pmqos_client *client;
-        int r = connect_broker(&client);
-        if (r)
-                return r;
-        r = pmqos_cancel(client, cookie);
-        if (r < 0)
-                r = broker_error(client, "cannot cancel", r);
-        pmqos_client_free(client);
-        return r < 0 ? EXIT_REFUSED : r;
+        return run_one_call("cannot cancel", call_cancel, cookie);
 }
 
 static int verb_set_minimum(int argc, char *argv[]) {
@@ -553,15 +568,7 @@ static int verb_set_minimum(int argc, char *argv[]) {
         else if (parse_usec(argv[1], &usec) < 0)
                 return usage_error("set-minimum", "invalid latency \"%s\"; give microseconds or \"none\"", argv[1]);
 
-        pmqos_client *client;
-        int r = connect_broker(&client);
-        if (r)
-                return r;
-        r = pmqos_set_minimum_latency(client, usec);
-        if (r < 0)
-                r = broker_error(client, "cannot set the minimum latency", r);
-        pmqos_client_free(client);
-        return r < 0 ? EXIT_REFUSED : r;
+        return run_one_call("cannot set the minimum latency", call_set_minimum, usec);
 }
 
 /* ---- monitor ---- */

@@ -12,10 +12,6 @@
 #include "op.h"
 #include "validate.h"
 
-static int reply_validation_error(sd_bus_error *error, const ValidationError *v) {
-        return sd_bus_error_set(error, v->name, v->message);
-}
-
 static int check_cpus_exist(Manager *m, const RequestOptions *o, sd_bus_error *error) {
         for (size_t i = 0; i < o->n_cpus; i++) {
                 int r = cpu_sink_check_cpu(&m->cpus, o->cpus[i]);
@@ -44,10 +40,10 @@ static int method_request(sd_bus_message *message, void *userdata, sd_bus_error 
         if (r < 0)
                 return r;
         if (parse_qos_type(type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
-                return reply_validation_error(error, &v);
+                return bus_reply_validation_error(error, &v);
         r = parse_request_options(message, m->max_timeout_sec, &o, &v);
         if (r < 0)
-                return v.name ? reply_validation_error(error, &v) : r;
+                return v.name ? bus_reply_validation_error(error, &v) : r;
         r = check_cpus_exist(m, &o, error);
         if (r < 0) {
                 request_options_done(&o);
@@ -80,29 +76,13 @@ static int method_update(sd_bus_message *message, void *userdata, sd_bus_error *
         if (r < 0)
                 return r;
         if (check_latency_value(value, &v) < 0)
-                return reply_validation_error(error, &v);
+                return bus_reply_validation_error(error, &v);
 
         Op *op = op_new(m, message, OP_UPDATE);
         if (!op)
                 return -ENOMEM;
         op->cookie = cookie;
         op->value = value;
-        return op_start(op);
-}
-
-static int method_cancel(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
-        uint32_t cookie;
-
-        (void) error;
-        int r = sd_bus_message_read(message, "u", &cookie);
-        if (r < 0)
-                return r;
-
-        Op *op = op_new(m, message, OP_CANCEL);
-        if (!op)
-                return -ENOMEM;
-        op->cookie = cookie;
         return op_start(op);
 }
 
@@ -238,14 +218,13 @@ static int property_get_version(sd_bus *bus, const char *path, const char *inter
         return sd_bus_message_append(reply, "s", PMQOS_VERSION);
 }
 
-/* clang-format off: one argument per line reads like the interface documentation */
 static const sd_bus_vtable pmqos_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_METHOD_WITH_ARGS("Request", SD_BUS_ARGS("s", type, "i", value, "a{sv}", options),
                                 SD_BUS_RESULT("u", cookie), method_request, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Update", SD_BUS_ARGS("u", cookie, "i", value), SD_BUS_NO_RESULT, method_update,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("Cancel", SD_BUS_ARGS("u", cookie), SD_BUS_NO_RESULT, method_cancel,
+        SD_BUS_METHOD_WITH_ARGS("Cancel", SD_BUS_ARGS("u", cookie), SD_BUS_NO_RESULT, bus_method_cancel,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListRequests", SD_BUS_NO_ARGS, SD_BUS_RESULT("aa{sv}", requests), method_list_requests,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
@@ -257,7 +236,6 @@ static const sd_bus_vtable pmqos_vtable[] = {
         SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_VTABLE_END,
 };
-/* clang-format on */
 
 int bus_native_add(Manager *m) {
         int r = sd_bus_add_object_vtable(m->bus, NULL, PMQOS_OBJECT_PATH, PMQOS_INTERFACE, pmqos_vtable, m);

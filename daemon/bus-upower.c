@@ -11,7 +11,7 @@
 #include "op.h"
 #include "validate.h"
 
-static int reply_validation_error(sd_bus_error *error, const ValidationError *v) {
+int bus_reply_validation_error(sd_bus_error *error, const ValidationError *v) {
         return sd_bus_error_set(error, v->name, v->message);
 }
 
@@ -28,7 +28,7 @@ static int method_request_latency(sd_bus_message *message, void *userdata, sd_bu
         if (r < 0)
                 return r;
         if (parse_qos_type(type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
-                return reply_validation_error(error, &v);
+                return bus_reply_validation_error(error, &v);
 
         Op *op = op_new(m, message, OP_REQUEST);
         if (!op)
@@ -39,7 +39,7 @@ static int method_request_latency(sd_bus_message *message, void *userdata, sd_bu
         return op_start(op);
 }
 
-static int method_cancel_request(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+int bus_method_cancel(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
         uint32_t cookie;
         int r;
@@ -67,7 +67,7 @@ static int method_get_latency(sd_bus_message *message, void *userdata, sd_bus_er
         if (r < 0)
                 return r;
         if (parse_qos_type(type, &t, &v) < 0)
-                return reply_validation_error(error, &v);
+                return bus_reply_validation_error(error, &v);
 
         return sd_bus_reply_method_return(message, "i", m->effective);
 }
@@ -109,7 +109,7 @@ static int method_set_minimum_latency(sd_bus_message *message, void *userdata, s
         if (r < 0)
                 return r;
         if (parse_qos_type(type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
-                return reply_validation_error(error, &v);
+                return bus_reply_validation_error(error, &v);
 
         Op *op = op_new(m, message, OP_SET_FLOOR);
         if (!op)
@@ -119,12 +119,11 @@ static int method_set_minimum_latency(sd_bus_message *message, void *userdata, s
         return op_start(op);
 }
 
-/* clang-format off: one argument per line reads like the interface documentation */
 static const sd_bus_vtable upower_qos_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_METHOD_WITH_ARGS("RequestLatency", SD_BUS_ARGS("s", type, "i", value, "b", persistent),
                                 SD_BUS_RESULT("u", cookie), method_request_latency, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("CancelRequest", SD_BUS_ARGS("u", cookie), SD_BUS_NO_RESULT, method_cancel_request,
+        SD_BUS_METHOD_WITH_ARGS("CancelRequest", SD_BUS_ARGS("u", cookie), SD_BUS_NO_RESULT, bus_method_cancel,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetLatency", SD_BUS_ARGS("s", type), SD_BUS_RESULT("i", value), method_get_latency,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
@@ -136,7 +135,6 @@ static const sd_bus_vtable upower_qos_vtable[] = {
         SD_BUS_SIGNAL("RequestsChanged", NULL, 0),
         SD_BUS_VTABLE_END,
 };
-/* clang-format on */
 
 int bus_upower_add(Manager *m) {
         static const char *const paths[] = { PMQOS_OBJECT_PATH, UPOWER_POLICY_PATH };

@@ -4,32 +4,105 @@
 
 #include "cpu-sink.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "store.h"
 
+static void cpu_path(const CpuSink *s, uint32_t cpu, const char *file, char *buf, size_t size) {
+        snprintf(buf, size, "%s/devices/system/cpu/cpu%" PRIu32 "/%s", s->sysfs_root, cpu, file);
+}
+
 int cpu_sink_init(CpuSink *s, const char *sysfs_root) {
+        char dir[512], path[600];
+
         *s = (CpuSink){};
         s->sysfs_root = strdup(sysfs_root);
-        return s->sysfs_root ? 0 : -ENOMEM;
+        if (!s->sysfs_root)
+                return -ENOMEM;
+
+        snprintf(dir, sizeof(dir), "%s/devices/system/cpu", sysfs_root);
+        DIR *d = opendir(dir);
+        if (!d)
+                return 0; /* no per-CPU files here: per-CPU requests will be refused */
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                char *end;
+                if (strncmp(de->d_name, "cpu", 3) != 0 || de->d_name[3] < '0' || de->d_name[3] > '9')
+                        continue;
+                unsigned long cpu = strtoul(de->d_name + 3, &end, 10);
+                if (*end || cpu >= PMQOS_MAX_CPUS)
+                        continue;
+                if (cpu >= s->n_fds) {
+                        uint32_t n = (uint32_t) cpu + 1;
+                        int *fds = realloc(s->fds, n * sizeof(int));
+                        if (!fds) {
+                                closedir(d);
+                                return -ENOMEM;
+                        }
+                        for (uint32_t k = s->n_fds; k < n; k++)
+                                fds[k] = -1;
+                        s->fds = fds;
+                        s->n_fds = n;
+                }
+                cpu_path(s, (uint32_t) cpu, "power/pm_qos_resume_latency_us", path, sizeof(path));
+                s->fds[cpu] = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+        }
+        closedir(d);
+        return 0;
 }
 
 void cpu_sink_done(CpuSink *s) {
         for (size_t i = 0; i < s->n_originals; i++)
                 free(s->originals[i].value);
         free(s->originals);
+        for (uint32_t i = 0; i < s->n_fds; i++)
+                if (s->fds[i] >= 0)
+                        close(s->fds[i]);
+        free(s->fds);
         free(s->sysfs_root);
         *s = (CpuSink){};
 }
 
-static void cpu_path(const CpuSink *s, uint32_t cpu, const char *file, char *buf, size_t size) {
-        snprintf(buf, size, "%s/devices/system/cpu/cpu%" PRIu32 "/%s", s->sysfs_root, cpu, file);
+static int cpu_fd(const CpuSink *s, uint32_t cpu) {
+        return cpu < s->n_fds ? s->fds[cpu] : -1;
+}
+
+static int read_value(const CpuSink *s, uint32_t cpu, char *buf, size_t size) {
+        int fd = cpu_fd(s, cpu);
+        if (fd < 0)
+                return -ENOENT;
+        ssize_t n = pread(fd, buf, size - 1, 0);
+        if (n < 0)
+                return -errno;
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+                n--;
+        buf[n] = 0;
+        return 0;
+}
+
+/* A fresh write at offset 0, as "echo >" does; a plain file standing in for
+ * sysfs in tests is truncated first. */
+static int write_value(const CpuSink *s, uint32_t cpu, const char *text) {
+        int fd = cpu_fd(s, cpu);
+        struct stat st;
+        if (fd < 0)
+                return -ENOENT;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && ftruncate(fd, 0) < 0 && errno != EINVAL &&
+            errno != EPERM)
+                return -errno;
+        size_t len = strlen(text);
+        ssize_t n = pwrite(fd, text, len, 0);
+        if (n < 0)
+                return -errno;
+        return (size_t) n == len ? 0 : -EIO;
 }
 
 static int read_text(const char *path, char *buf, size_t size) {
@@ -47,26 +120,10 @@ static int read_text(const char *path, char *buf, size_t size) {
         return 0;
 }
 
-static int write_text(const char *path, const char *text) {
-        /* O_TRUNC as "echo >" does: harmless on sysfs, needed for a plain-file stand-in. */
-        int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
-        size_t len = strlen(text);
-        ssize_t n = write(fd, text, len);
-        int r = n < 0 ? -errno : (size_t) n != len ? -EIO : 0;
-        if (close(fd) < 0 && r == 0)
-                r = -errno;
-        return r;
-}
-
 int cpu_sink_check_cpu(const CpuSink *s, uint32_t cpu) {
         char path[512], buf[16];
 
-        if (cpu >= PMQOS_MAX_CPUS)
-                return -ENOENT;
-        cpu_path(s, cpu, "power/pm_qos_resume_latency_us", path, sizeof(path));
-        if (access(path, F_OK) < 0)
+        if (cpu_fd(s, cpu) < 0)
                 return -ENOENT;
         /* cpu0 often has no "online" file: it cannot go offline. */
         cpu_path(s, cpu, "online", path, sizeof(path));
@@ -107,27 +164,25 @@ static void forget_original(CpuSink *s, CpuOriginal *o) {
 }
 
 int cpu_sink_remember(CpuSink *s, uint32_t cpu) {
-        char path[512], buf[64];
+        char buf[64];
 
         if (find(s, cpu))
                 return 0;
-        cpu_path(s, cpu, "power/pm_qos_resume_latency_us", path, sizeof(path));
-        int r = read_text(path, buf, sizeof(buf));
+        int r = read_value(s, cpu, buf, sizeof(buf));
         if (r < 0)
                 return r;
         return add_original(s, cpu, buf);
 }
 
 int cpu_sink_write(CpuSink *s, uint32_t cpu, int32_t usec) {
-        char path[512], text[16];
+        char text[16];
         CpuOriginal *o = find(s, cpu);
         int r;
 
-        cpu_path(s, cpu, "power/pm_qos_resume_latency_us", path, sizeof(path));
         if (usec < 0) {
                 if (!o)
                         return 0;
-                r = write_text(path, o->value);
+                r = write_value(s, cpu, o->value);
                 if (r < 0)
                         return r;
                 forget_original(s, o);
@@ -141,7 +196,7 @@ int cpu_sink_write(CpuSink *s, uint32_t cpu, int32_t usec) {
                 snprintf(text, sizeof(text), "n/a");
         else
                 snprintf(text, sizeof(text), "%" PRIi32, usec);
-        r = write_text(path, text);
+        r = write_value(s, cpu, text);
         if (r < 0)
                 return r;
         o->written = usec;
@@ -155,12 +210,10 @@ int32_t cpu_sink_written(const CpuSink *s, uint32_t cpu) {
 }
 
 int cpu_sink_restore_originals(CpuSink *s, const CpuOriginal *originals, size_t n) {
-        char path[512];
         int ret = 0;
 
         for (size_t i = 0; i < n; i++) {
-                cpu_path(s, originals[i].cpu, "power/pm_qos_resume_latency_us", path, sizeof(path));
-                int r = write_text(path, originals[i].value);
+                int r = write_value(s, originals[i].cpu, originals[i].value);
                 if (r < 0 && r != -ENOENT && ret == 0)
                         ret = r; /* a CPU that is gone has nothing to restore */
         }
@@ -168,12 +221,10 @@ int cpu_sink_restore_originals(CpuSink *s, const CpuOriginal *originals, size_t 
 }
 
 int cpu_sink_restore_all(CpuSink *s) {
-        char path[512];
         int ret = 0;
 
         for (size_t i = 0; i < s->n_originals; i++) {
-                cpu_path(s, s->originals[i].cpu, "power/pm_qos_resume_latency_us", path, sizeof(path));
-                int r = write_text(path, s->originals[i].value);
+                int r = write_value(s, s->originals[i].cpu, s->originals[i].value);
                 if (r < 0 && ret == 0)
                         ret = r;
                 s->n_writes++;

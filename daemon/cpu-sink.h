@@ -11,11 +11,14 @@
 
 typedef struct CpuSink {
         char *sysfs_root;
+        int *fds; /* per CPU number: its pm_qos_resume_latency_us, opened at start, or -1 */
+        uint32_t n_fds;
         CpuOriginal *originals; /* CPUs we currently constrain, with what to restore */
         size_t n_originals;
         uint64_t n_writes;
 } CpuSink;
 
+/* Opens every CPU's file now, so that writing them later needs no privilege. */
 int cpu_sink_init(CpuSink *s, const char *sysfs_root);
 void cpu_sink_done(CpuSink *s);
 

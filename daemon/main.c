@@ -5,6 +5,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +31,7 @@ typedef struct Options {
         bool config_path_given;
         unsigned cli_set; /* CONFIG_SET_* given on the command line: they win over the file */
         bool upower_name;
+        const char *user;
         bool verbose;
 } Options;
 
@@ -45,6 +49,8 @@ static void help(void) {
                "                    live requests one connection may hold (default %u)\n"
                "  --max-requests-per-uid N\n"
                "                    live requests one user may hold (default %u; root is exempt)\n"
+               "  --user NAME       after opening the device and CPU files, run as NAME with\n"
+               "                    no capabilities\n"
                "  --upower-name     also own org.freedesktop.UPower, when it is free, for\n"
                "                    clients that hard-code UPower's name\n"
                "  --verbose         log every request\n"
@@ -73,6 +79,7 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 ARG_STATE_DIR,
                 ARG_CONFIG,
                 ARG_UPOWER_NAME,
+                ARG_USER,
                 ARG_SYSFS_ROOT,
                 ARG_MAX_TIMEOUT,
                 ARG_MAX_PER_CONNECTION,
@@ -86,6 +93,7 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
                 { "config", required_argument, NULL, ARG_CONFIG },
                 { "upower-name", no_argument, NULL, ARG_UPOWER_NAME },
+                { "user", required_argument, NULL, ARG_USER },
                 { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
                 { "max-timeout", required_argument, NULL, ARG_MAX_TIMEOUT },
                 { "max-requests-per-connection", required_argument, NULL, ARG_MAX_PER_CONNECTION },
@@ -118,6 +126,9 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 case ARG_STATE_DIR:
                         o->config.state_dir = optarg;
                         o->cli_set |= CONFIG_SET_STATE_DIR;
+                        break;
+                case ARG_USER:
+                        o->user = optarg;
                         break;
                 case ARG_UPOWER_NAME:
                         o->upower_name = true;
@@ -250,6 +261,41 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
         return 0;
 }
 
+/* Becomes user: no root, no capabilities, no way back. The state directory
+ * is handed over first, so persistence goes on. */
+static int drop_privileges(const char *user, const char *state_dir) {
+        char path[4096];
+
+        errno = 0;
+        struct passwd *pw = getpwnam(user);
+        if (!pw) {
+                log_error("Cannot run as user %s: %s", user, errno ? strerror(errno) : "no such user");
+                return -ESRCH;
+        }
+        if (chown(state_dir, pw->pw_uid, pw->pw_gid) < 0) {
+                log_error("Cannot hand %s to user %s: %s", state_dir, user, strerror(errno));
+                return -errno;
+        }
+        snprintf(path, sizeof(path), "%s/state", state_dir);
+        if (chown(path, pw->pw_uid, pw->pw_gid) < 0 && errno != ENOENT) {
+                log_error("Cannot hand %s to user %s: %s", path, user, strerror(errno));
+                return -errno;
+        }
+        if (setgroups(0, NULL) < 0 || setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) < 0 ||
+            setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) < 0) {
+                log_error("Cannot switch to user %s: %s", user, strerror(errno));
+                return -errno;
+        }
+        /* A uid change from 0 clears every capability; make sure none can come back. */
+        (void) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        if (pw->pw_uid != 0 && setresuid(0, 0, 0) == 0) {
+                log_error("Still able to become root after switching to %s; refusing to run.", user);
+                return -EPERM;
+        }
+        log_info("Running as user %s (uid %u) with no capabilities.", user, (unsigned) pw->pw_uid);
+        return 0;
+}
+
 static int on_bus_disconnected(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         sd_event *event = userdata;
         (void) message, (void) error;
@@ -293,9 +339,28 @@ static int run(int argc, char *argv[]) {
         (void) sd_event_add_signal(event, NULL, SIGTERM, NULL, NULL);
         (void) sd_event_add_signal(event, NULL, SIGINT, NULL, NULL);
 
+        /* Everything that needs root first: the device, the per-CPU files, the state. */
+        r = manager_new(&m, event, &o.config);
+        if (r < 0)
+                return 1; /* manager_new said why */
+
+        /* The kernel gets the saved bounds before any client can ask. */
+        r = manager_load_state(m);
+        if (r < 0) {
+                manager_free(m);
+                return 1;
+        }
+
+        /* Then, optionally, nothing of root at all; the bus sees who we really are. */
+        if (o.user && drop_privileges(o.user, o.config.state_dir) < 0) {
+                manager_free(m);
+                return 1;
+        }
+
         r = sd_bus_open_system(&bus);
         if (r < 0) {
                 log_error("Cannot connect to the system bus: %s", strerror(-r));
+                manager_free(m);
                 return 1;
         }
         r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
@@ -310,18 +375,7 @@ static int run(int argc, char *argv[]) {
                 return 1;
         }
 
-        r = manager_new(&m, event, bus, &o.config);
-        if (r < 0)
-                return 1; /* manager_new said why */
-
-        /* The kernel gets the saved bounds before any client can ask. */
-        r = manager_load_state(m);
-        if (r < 0) {
-                manager_free(m);
-                return 1;
-        }
-
-        r = manager_add_objects(m);
+        r = manager_attach_bus(m, bus);
         if (r < 0) {
                 log_error("Cannot export the D-Bus objects: %s", strerror(-r));
                 manager_free(m);

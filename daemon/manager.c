@@ -36,7 +36,7 @@ int64_t now_realtime_usec(void) {
 
 static int on_expiry(sd_event_source *s, uint64_t usec, void *userdata);
 
-int manager_new(Manager **ret, sd_event *event, sd_bus *bus, const ManagerConfig *config) {
+int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config) {
         int r;
 
         Manager *m = calloc(1, sizeof(Manager));
@@ -44,7 +44,6 @@ int manager_new(Manager **ret, sd_event *event, sd_bus *bus, const ManagerConfig
                 return -ENOMEM;
 
         m->event = sd_event_ref(event);
-        m->bus = sd_bus_ref(bus);
         m->sink = (Sink) SINK_INIT;
         m->floor = m->admin_floor = PMQOS_LATENCY_NONE;
         m->default_floor = config->default_floor;
@@ -328,7 +327,8 @@ void manager_set_limits(Manager *m, unsigned max_per_connection, unsigned max_pe
         manager_emit_signals(m);
 }
 
-int manager_add_objects(Manager *m) {
+int manager_attach_bus(Manager *m, sd_bus *bus) {
+        m->bus = sd_bus_ref(bus);
         int r = bus_upower_add(m);
         if (r < 0)
                 return r;

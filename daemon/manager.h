@@ -66,7 +66,10 @@ typedef struct Manager {
         bool verbose;
 } Manager;
 
-int manager_new(Manager **ret, sd_event *event, sd_bus *bus, const ManagerConfig *config);
+/* Opens the device and the per-CPU files. No bus yet: see manager_attach_bus(). */
+int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config);
+/* Exports the objects on bus; the name is the caller's to take. */
+int manager_attach_bus(Manager *m, sd_bus *bus);
 /* Restores what a crashed run left on CPUs, loads persistent requests and the
  * floor, and brings the kernel to them: before the bus name is taken. */
 int manager_load_state(Manager *m);
@@ -83,8 +86,6 @@ int manager_save_state(Manager *m);
 void manager_notify_status(Manager *m);
 /* Emits the signals owed by the last commits. Call after the method reply. */
 void manager_emit_signals(Manager *m);
-
-int manager_add_objects(Manager *m);
 
 /* The floor in force follows the administrator's, else the configured default. */
 static inline int32_t manager_floor(const Manager *m) {

@@ -136,6 +136,25 @@ static void execute_request(Op *op) {
         manager_emit_signals(m);
 }
 
+/* Gives req a new value and brings the kernel along; on failure puts both
+ * back and replies with the reason. Returns whether it worked. */
+static bool set_value_or_undo(Op *op, Request *req, int32_t value) {
+        Manager *m = op->manager;
+        int32_t old = req->value;
+
+        if (store_update(&m->store, req, value) < 0) {
+                op_reply_error(op, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
+                return false;
+        }
+        int r = manager_commit(m);
+        if (r < 0) {
+                (void) store_update(&m->store, req, old);
+                reply_commit_failure(op, r);
+                return false;
+        }
+        return true;
+}
+
 static void execute_update_or_cancel(Op *op) {
         Manager *m = op->manager;
         int r;
@@ -147,40 +166,22 @@ static void execute_update_or_cancel(Op *op) {
         }
 
         if (op->kind == OP_CANCEL) {
-                /* Take it out of the heaps first, so a failed write can put it back as it was. */
-                int32_t old = req->value;
                 bool persistent = req->persistent;
-                if (store_update(&m->store, req, PMQOS_LATENCY_NONE) < 0) {
-                        op_reply_error(op, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
+                /* Out of the heaps first, so a failed write can put it back as it was. */
+                if (!set_value_or_undo(op, req, PMQOS_LATENCY_NONE))
                         return;
-                }
-                r = manager_commit(m);
-                if (r < 0) {
-                        (void) store_update(&m->store, req, old);
-                        reply_commit_failure(op, r);
-                        return;
-                }
                 store_remove(&m->store, req);
                 if (persistent) {
                         m->state_dirty = true;
                         (void) manager_save_state(m);
                 }
         } else {
+                if (req->value == op->value)
+                        goto reply;
                 if (req->persistent)
                         m->state_dirty = true;
-                int32_t old = req->value;
-                if (old == op->value)
-                        goto reply;
-                if (store_update(&m->store, req, op->value) < 0) {
-                        op_reply_error(op, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
+                if (!set_value_or_undo(op, req, op->value))
                         return;
-                }
-                r = manager_commit(m);
-                if (r < 0) {
-                        (void) store_update(&m->store, req, old);
-                        reply_commit_failure(op, r);
-                        return;
-                }
         }
         m->requests_changed = true;
 

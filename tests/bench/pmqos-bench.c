@@ -9,7 +9,6 @@
  * --quick shrinks every figure (for meson test) and checks only that each
  * row is produced. Needs root: requests from other users need polkit. */
 
-#define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -57,9 +57,14 @@ def main():
     loop = GLib.MainLoop()
 
     def answer(invocation, cookie, identity):
-        conn.call_sync(*AUTHORITY, "AuthenticationAgentResponse2",
-                       GLib.Variant("(us(sa{sv}))", (0, cookie, identity)), None, 0, -1, None)
-        invocation.return_value(None)
+        # polkitd may have given up on this authentication meanwhile (its
+        # subject left): answering then fails, and that is fine.
+        try:
+            conn.call_sync(*AUTHORITY, "AuthenticationAgentResponse2",
+                           GLib.Variant("(us(sa{sv}))", (0, cookie, identity)), None, 0, -1, None)
+            invocation.return_value(None)
+        except GLib.Error as e:
+            print("answer refused: %s" % e.message, file=sys.stderr, flush=True)
         print("answered", flush=True)
         return GLib.SOURCE_REMOVE
 
@@ -72,6 +77,7 @@ def main():
                      for k, v in props.items()}
             GLib.timeout_add(int(args.delay * 1000), answer, invocation, cookie, (kind, typed))
         else:
+            print("cancelled", flush=True)
             invocation.return_value(None)
 
     node = Gio.DBusNodeInfo.new_for_xml(AGENT_XML)

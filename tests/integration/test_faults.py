@@ -12,20 +12,16 @@ import threading
 import time
 import unittest
 
-from gi.repository import GLib
-
 import test_polkit
 from harness import (
     IS_ROOT,
     NATIVE_IFACE,
     BrokerTestCase,
     Daemon,
-    Kernel,
     Polkitd,
     PrivateBus,
     main,
     skip_notice,
-    wait_for,
 )
 
 FAILED = "org.freedesktop.PMQoS.Error.Failed"

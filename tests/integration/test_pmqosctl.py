@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 
 from harness import NOBODY, BrokerTestCase, PrivateBus, main, wait_for
 

@@ -15,7 +15,6 @@ from gi.repository import GLib
 
 from harness import (
     NATIVE_IFACE,
-    PATH,
     PMQOSD,
     QOS_IFACE,
     SOURCE_ROOT,

@@ -6,7 +6,6 @@
  *   test-libpmqos no-broker  the bus is there, pmqosd is not
  *   test-libpmqos no-bus     no bus at all */
 
-#define _GNU_SOURCE
 #include <check.h>
 #include <grp.h>
 #include <errno.h>

@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Least privilege: pmqosd --user pmqos opens the device and the per-CPU
+files as root, then runs as pmqos with no capabilities and still serves
+everything — including polkit checks of its callers, which polkitd allows
+because the project's actions name unix-user:pmqos as their owner."""
+
+import grp
+import os
+import pwd
+import shutil
+import subprocess
+import unittest
+
+from gi.repository import GLib
+
+import test_polkit
+from harness import IS_ROOT, NATIVE_IFACE, BrokerTestCase, main, skip_notice
+from test_cpus import make_fake_sysfs, read
+
+ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
+created_user = False
+
+
+def setUpModule():
+    global created_user
+    if not IS_ROOT or not test_polkit.polkitd_present:
+        return
+    test_polkit.setUpModule()
+    try:
+        pwd.getpwnam("pmqos")
+    except KeyError:
+        group = ["-g", "pmqos"] if "pmqos" in [g.gr_name for g in grp.getgrall()] else ["--user-group"]
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", *group, "pmqos"],
+                       check=True)
+        created_user = True
+
+
+def tearDownModule():
+    if created_user:
+        subprocess.run(["userdel", "pmqos"], check=False)
+    if IS_ROOT and test_polkit.polkitd_present:
+        test_polkit.tearDownModule()
+
+
+def status_fields(pid):
+    fields = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            fields[k] = v.strip()
+    return fields
+
+
+@unittest.skipUnless(IS_ROOT and test_polkit.polkitd_present, "needs root and polkitd")
+class TestUserSwitch(BrokerTestCase):
+    with_polkit = True
+
+    def setUp(self):
+        self.sysfs = make_fake_sysfs({0: "0", 1: "100"})
+        self.addCleanup(shutil.rmtree, self.sysfs, True)
+        self.daemon_args = ("--user", "pmqos", "--sysfs-root", self.sysfs)
+        super().setUp()
+
+    def test_serves_everything_without_privilege(self):
+        pmqos = pwd.getpwnam("pmqos")
+        st = status_fields(self.daemon.proc.pid)
+        self.assertEqual(st["Uid"].split(), [str(pmqos.pw_uid)] * 4)
+        self.assertEqual(st["Gid"].split(), [str(pmqos.pw_gid)] * 4)
+        self.assertEqual(int(st["CapEff"], 16), 0)
+        self.assertEqual(int(st["CapPrm"], 16), 0)
+        self.assertEqual(st["NoNewPrivs"], "1")
+        self.assertIn("Running as user pmqos", self.daemon.output())
+
+        root = self.client()
+        root.request(40)
+        self.assertKernelAtMost(40)  # through the descriptor opened as root
+
+        member = self.peer(uid=test_polkit.uid("member"), gid=pwd.getpwnam(test_polkit.USERS["member"]).pw_gid)
+        ok = member.call("RequestLatency", "sib", "cpu_dma", 30, False)
+        self.assertEqual(ok[0], "ok", ok)  # polkitd answered pmqosd, a non-root owner of the action
+        self.assertKernelAtMost(30)
+        plain = self.peer(uid=test_polkit.uid("plain"), gid=pwd.getpwnam(test_polkit.USERS["plain"]).pw_gid)
+        self.assertEqual(plain.call("RequestLatency", "sib", "cpu_dma", 20, False)[:2], ("error", ACCESS_DENIED))
+
+        root.call("Request", "sia{sv}", "cpu_dma", 25, {"cpus": GLib.Variant("au", [1])}, iface=NATIVE_IFACE)
+        self.assertEqual(read(self.sysfs, 1), "25")
+
+        root.request(60, persistent=True)
+        state = os.path.join(self.daemon.state_dir, "state")
+        self.assertEqual(os.stat(state).st_uid, pmqos.pw_uid)
+        self.assertEqual(os.stat(self.daemon.state_dir).st_uid, pmqos.pw_uid)
+
+        self.assertEqual(self.daemon.stop(), 0)
+        self.assertEqual(read(self.sysfs, 1), "100")  # restored without privilege too
+
+
+if not IS_ROOT:
+    skip_notice("privilege drop", "needs root")
+
+if __name__ == "__main__":
+    main()
