@@ -265,10 +265,14 @@ Auth *auth_free(Auth *a) {
         if (!a)
                 return NULL;
 
-        /* Cancel what is in flight, wait for the thread to see every answer
-         * come back (cancelled calls return at once), then drop the rest. */
+        /* Whoever still waits hears "no" now, so that nothing it owns leaks;
+         * then cancel what is in flight, wait for the thread to see every
+         * answer come back (cancelled calls return at once), drop the rest. */
         for (AuthQuery *q = a->live; q; q = q->live_next) {
-                q->cancelled = true;
+                if (!q->cancelled) {
+                        q->cancelled = true;
+                        q->callback(AUTH_DENIED, q->userdata);
+                }
                 g_cancellable_cancel(q->cancellable);
         }
         g_main_context_invoke(a->context, thread_stop, a);
