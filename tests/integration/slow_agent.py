@@ -71,6 +71,7 @@ def main():
     def on_call(connection, sender, path, iface, method, params, invocation):
         if method == "BeginAuthentication":
             action_id, message, icon, details, cookie, identities = params.unpack()
+            print("begin", flush=True)
             # Hand back the first identity offered, with its variant types rebuilt.
             kind, props = identities[0]
             typed = {k: GLib.Variant("u", v) if isinstance(v, int) else GLib.Variant("s", v)

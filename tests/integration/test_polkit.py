@@ -240,13 +240,17 @@ def read_line(stream, timeout=30):
     return stream.readline().strip()
 
 
+def start_agent(bus, peer, delay):
+    """A polkit agent for peer's process that answers after delay seconds."""
+    return subprocess.Popen(
+        [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow_agent.py"),
+         "--pid", str(peer.pid), "--delay", str(delay)],
+        env=bus.env, stdout=subprocess.PIPE, text=True)
+
+
 class TestSlowPolkit(PolkitTestCase):
     def start_agent(self, peer, delay):
-        """A polkit agent for peer's process that answers after delay seconds."""
-        return subprocess.Popen(
-            [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow_agent.py"),
-             "--pid", str(peer.pid), "--delay", str(delay)],
-            env=self.bus.env, stdout=subprocess.PIPE, text=True)
+        return start_agent(self.bus, peer, delay)
 
     def test_slow_check_blocks_nobody_else(self):
         root = self.client()
@@ -256,7 +260,7 @@ class TestSlowPolkit(PolkitTestCase):
             self.assertEqual(read_line(agent.stdout), "ready")
             start = time.monotonic()
             slow.send_call("RequestLatency", "sib", "cpu_dma", 33, False, interactive=True)
-            time.sleep(0.3)  # let the check reach the agent
+            self.assertEqual(read_line(agent.stdout), "begin")  # the check reached the agent
 
             # Meanwhile root, a group member and a denied user are answered at once.
             t = time.monotonic()
@@ -289,7 +293,7 @@ class TestSlowPolkit(PolkitTestCase):
         try:
             self.assertEqual(read_line(agent.stdout), "ready")
             slow.send_call("RequestLatency", "sib", "cpu_dma", 44, False, interactive=True)
-            time.sleep(0.5)
+            self.assertEqual(read_line(agent.stdout), "begin")  # the check reached the agent
             slow.kill()
             # polkitd either cancels the authentication (its subject left) or gets the late answer.
             self.assertIn(read_line(agent.stdout), ("answered", "cancelled"))
@@ -303,14 +307,14 @@ class TestSlowPolkit(PolkitTestCase):
             agent.stdout.close()
 
 
-class TestShutdownDuringCheck(TestSlowPolkit):
+class TestShutdownDuringCheck(PolkitTestCase):
     def test_sigterm_while_a_check_waits(self):
         slow = self.peer_as("slow")
-        agent = self.start_agent(slow, 60)
+        agent = start_agent(self.bus, slow, 60)
         try:
             self.assertEqual(read_line(agent.stdout), "ready")
             slow.send_call("RequestLatency", "sib", "cpu_dma", 44, False, interactive=True)
-            time.sleep(0.5)
+            self.assertEqual(read_line(agent.stdout), "begin")
             t = time.monotonic()
             # Exits at once, cleanly, and (under ASan) with nothing leaked.
             self.assertEqual(self.daemon.stop(), 0)

@@ -226,7 +226,7 @@ class TestUPowerName(BrokerTestCase):
 
     def test_upower_era_clients_reach_pmqosd(self):
         c = self.client()
-        self.assertTrue(c.name_has_owner("org.freedesktop.UPower"))
+        wait_for(lambda: c.name_has_owner("org.freedesktop.UPower"), timeout=30, what="pmqosd to own UPower's name")
         cookie = c.call("RequestLatency", "sib", "cpu_dma", 60, False, path=UPOWER_PATH, iface=QOS_IFACE,
                         dest="org.freedesktop.UPower")[0]
         self.assertEqual(c.latency(), 60)
@@ -238,7 +238,8 @@ class TestUPowerName(BrokerTestCase):
         self.assertEqual(holder.call("RequestName", "su", "org.freedesktop.UPower", 4, path="/org/freedesktop/DBus",
                                      iface="org.freedesktop.DBus", dest="org.freedesktop.DBus")[0], 1)
         self.daemon = Daemon(self.bus, self.kernel, ("--upower-name",))
-        self.assertIn("Not claiming org.freedesktop.UPower", self.daemon.output())
+        wait_for(lambda: "Not claiming org.freedesktop.UPower" in self.daemon.output(), timeout=30,
+                 what="pmqosd to leave UPower's name alone")
         self.assertEqual(holder.call("GetNameOwner", "s", "org.freedesktop.UPower", path="/org/freedesktop/DBus",
                                      iface="org.freedesktop.DBus", dest="org.freedesktop.DBus")[0], holder.name)
         self.assertEqual(holder.latency(), -1)  # pmqosd itself serves on
