@@ -47,6 +47,7 @@ int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config) {
         m->sink = (Sink) SINK_INIT;
         m->floor = m->admin_floor = PMQOS_LATENCY_NONE;
         m->default_floor = config->default_floor;
+        m->notify = getenv("NOTIFY_SOCKET") != NULL;
         m->effective = PMQOS_LATENCY_NONE;
         m->max_per_connection = config->max_per_connection;
         m->max_per_uid = config->max_per_uid;
@@ -277,7 +278,9 @@ static int on_expiry(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 void manager_notify_status(Manager *m) {
-        /* Cheap when not run by systemd: sd_notify() returns at once without $NOTIFY_SOCKET. */
+        /* Not run by a service manager: not even the formatting. */
+        if (!m->notify)
+                return;
         if (m->effective >= 0)
                 (void) sd_notifyf(false, "STATUS=effective %d µs, %zu request(s)", (int) m->effective,
                                   store_size(&m->store));

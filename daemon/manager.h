@@ -64,6 +64,7 @@ typedef struct Manager {
         bool requests_changed;
         bool floor_changed;
         bool verbose;
+        bool notify; /* run by a service manager that wants STATUS= */
 } Manager;
 
 /* Opens the device and the per-CPU files. No bus yet: see manager_attach_bus(). */
