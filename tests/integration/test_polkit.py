@@ -289,15 +289,16 @@ class TestSlowPolkit(PolkitTestCase):
     def test_caller_leaving_during_check_gets_nothing(self):
         root = self.client()
         slow = self.peer_as("slow")
-        agent = self.start_agent(slow, 2)
+        agent = self.start_agent(slow, 60)
         try:
             self.assertEqual(read_line(agent.stdout), "ready")
             slow.send_call("RequestLatency", "sib", "cpu_dma", 44, False, interactive=True)
             self.assertEqual(read_line(agent.stdout), "begin")  # the check reached the agent
             slow.kill()
-            # polkitd either cancels the authentication (its subject left) or gets the late answer.
-            self.assertIn(read_line(agent.stdout), ("answered", "cancelled"))
-            time.sleep(0.3)
+            # The subject is the caller's bus name: polkitd ends the
+            # authentication when it leaves, so no dialog outlives the caller,
+            # and pmqosd drops whatever answer comes back.
+            self.assertEqual(read_line(agent.stdout, timeout=10), "cancelled")
             self.assertEqual(root.requests(), [])
             self.assertEqual(root.latency(), -1)
             self.assertKernelReleased()
