@@ -749,7 +749,10 @@ static void print_rows(const Config *c) {
                         printf("  {\"figure\": \"%s\", \"value\": \"%s\", \"number\": %.3f, \"target\": \"%s\", "
                                "\"pass\": %s}%s\n",
                                rows[i].figure, rows[i].value, rows[i].number, rows[i].target,
-                               rows[i].pass ? "true" : "false", i + 1 < n_rows ? "," : "");
+                               !rows[i].has_target ? "null"
+                               : rows[i].pass      ? "true"
+                                                   : "false",
+                               i + 1 < n_rows ? "," : "");
                 printf("]}\n");
                 return;
         }
