@@ -731,6 +731,18 @@ static void measure_load(const Config *c, sd_bus *bus, double floor_us, double p
         r->pass = writes == changes && writes > 0;
 }
 
+/* Interrupted: take pmqosd, the reference and the private bus along (only
+ * kill() here: it is a signal handler). The temporary directory stays. */
+static void on_interrupt(int sig) {
+        if (reference_pid > 0)
+                kill(reference_pid, SIGTERM);
+        if (daemon_pid > 0)
+                kill(daemon_pid, SIGTERM);
+        if (bus_pid > 0)
+                kill(bus_pid, SIGTERM);
+        _exit(128 + sig);
+}
+
 /* ---- main ---- */
 
 /* Pads by display width: "µ" and "×" are two bytes but one column. */
@@ -818,6 +830,8 @@ int main(int argc, char *argv[]) {
                 c.write_ops = 10000;
         }
         signal(SIGPIPE, SIG_IGN);
+        signal(SIGINT, on_interrupt);
+        signal(SIGTERM, on_interrupt);
 
         kernel_baseline = kernel_read(c.device);
         start_bus();
