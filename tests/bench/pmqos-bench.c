@@ -60,14 +60,19 @@ static char bus_address[512];
 static pid_t bus_pid, daemon_pid, reference_pid;
 static int32_t kernel_baseline;
 
-static void die(const char *what, int r) {
-        fprintf(stderr, "pmqos-bench: %s: %s\n", what, strerror(r < 0 ? -r : r));
+/* Only kill(): also called from the signal handler. */
+static void kill_children(void) {
         if (reference_pid > 0)
                 kill(reference_pid, SIGTERM);
         if (daemon_pid > 0)
                 kill(daemon_pid, SIGTERM);
         if (bus_pid > 0)
                 kill(bus_pid, SIGTERM);
+}
+
+static void die(const char *what, int r) {
+        fprintf(stderr, "pmqos-bench: %s: %s\n", what, strerror(r < 0 ? -r : r));
+        kill_children();
         exit(EXIT_FAILURE);
 }
 
@@ -731,15 +736,10 @@ static void measure_load(const Config *c, sd_bus *bus, double floor_us, double p
         r->pass = writes == changes && writes > 0;
 }
 
-/* Interrupted: take pmqosd, the reference and the private bus along (only
- * kill() here: it is a signal handler). The temporary directory stays. */
+/* Interrupted: take pmqosd, the reference and the private bus along. The
+ * temporary directory stays (removing it is not for a signal handler). */
 static void on_interrupt(int sig) {
-        if (reference_pid > 0)
-                kill(reference_pid, SIGTERM);
-        if (daemon_pid > 0)
-                kill(daemon_pid, SIGTERM);
-        if (bus_pid > 0)
-                kill(bus_pid, SIGTERM);
+        kill_children();
         _exit(128 + sig);
 }
 
