@@ -38,6 +38,11 @@ HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer.py")
 
 IS_ROOT = os.geteuid() == 0
 
+# Bounds on how long pmqosd takes are about pmqosd, not about the checker it
+# may run under (PMQOSD_WRAPPER, e.g. valgrind, is 20-50 times slower): they
+# are multiplied by this.
+TIME_SCALE = float(os.environ.get("PMQOS_TIME_SCALE", "4" if os.environ.get("PMQOSD_WRAPPER") else "1"))
+
 BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>

@@ -7,6 +7,7 @@ import pwd
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -20,8 +21,10 @@ from harness import (
     Daemon,
     Polkitd,
     PrivateBus,
+    TIME_SCALE,
     main,
     skip_notice,
+    wait_for,
 )
 
 FAILED = "org.freedesktop.PMQoS.Error.Failed"
@@ -129,7 +132,7 @@ class TestBusRestart(BrokerTestCase):
         self.bus.pid = 0
         code = self.daemon.proc.wait(10)
         self.assertNotEqual(code, 0)
-        self.assertLess(time.monotonic() - t, 2)
+        self.assertLess(time.monotonic() - t, 2 * TIME_SCALE)
         self.assertIn("Lost the connection to the system bus", self.daemon.output())
         self.assertKernelReleased()
 
@@ -166,6 +169,7 @@ class TestPolkitKilledMidTraffic(BrokerTestCase):
         base = root.request(900)
         gid = pwd.getpwnam(test_polkit.USERS["member"]).pw_gid
         members = [self.peer(uid=test_polkit.uid("member"), gid=gid) for _ in range(3)]
+        # Per member: (outcome, started, duration, cookie or None).
         results = {i: [] for i in range(len(members))}
         stop = threading.Event()
 
@@ -173,31 +177,47 @@ class TestPolkitKilledMidTraffic(BrokerTestCase):
             while not stop.is_set():
                 t = time.monotonic()
                 r = p.call("RequestLatency", "sib", "cpu_dma", 1000 + i, False)
-                results[i].append((r[0] if r[0] == "ok" else r[1], time.monotonic() - t,
+                results[i].append((r[0] if r[0] == "ok" else r[1], t, time.monotonic() - t,
                                    r[1][0] if r[0] == "ok" else None))
 
         threads = [threading.Thread(target=traffic, args=(i, p)) for i, p in enumerate(members)]
         for th in threads:
             th.start()
-        time.sleep(0.5)
-        self.polkit.proc.kill()
-        self.polkit.proc.wait()
-        time.sleep(1.0)
-        self.assertEqual(root.latency(), 900)  # root served throughout
-        self.polkit = Polkitd(self.bus)
-        time.sleep(0.5)
-        stop.set()
+        try:
+            time.sleep(0.5)
+            self.polkit.proc.kill()
+            self.polkit.proc.wait()
+            self.polkit.log.close()
+            time.sleep(1.0)
+            self.assertEqual(root.latency(), 900)  # root served throughout
+            self.polkit = Polkitd(self.bus)
+            back = time.monotonic()
+            # Recovered: every member is granted again by the new polkitd.
+            # A check that reached polkitd while it was starting may take up
+            # to pmqosd's fail-closed timeout (5 s) to be denied first.
+            try:
+                wait_for(lambda: all(any(k == "ok" and t >= back for k, t, _, _ in rs) for rs in results.values()),
+                         timeout=30, what="every member granted again after polkitd came back")
+            except AssertionError:
+                with open(self.polkit.log_path) as f:
+                    print("polkitd said:\n" + f.read(), file=sys.stderr)
+                raise
+        finally:
+            stop.set()
+            for th in threads:
+                th.join(30)
         for th in threads:
-            th.join(30)
             self.assertFalse(th.is_alive())
 
         for i, rs in results.items():
-            kinds = {k for k, _, _ in rs}
+            kinds = {k for k, _, _, _ in rs}
             self.assertLessEqual(kinds, {"ok", ACCESS_DENIED}, rs[-5:])
-            self.assertTrue(max(d for _, d, _ in rs) < 6, "a call took %.1fs" % max(d for _, d, _ in rs))
-            self.assertEqual(rs[-1][0], "ok")  # recovered once polkitd was back
+            # Nothing hangs: pmqosd denies a check polkit leaves unanswered after 5 s.
+            longest = max(d for _, _, d, _ in rs)
+            self.assertLess(longest, 5 + 3 * TIME_SCALE, "a call took %.1fs" % longest)
+            self.assertIn(ACCESS_DENIED, kinds)  # polkit's absence was seen, and failed closed
         # The kernel holds the model's value: the strictest granted request.
-        granted = {cookie for rs in results.values() for k, _, cookie in rs if k == "ok"}
+        granted = {cookie for rs in results.values() for k, _, _, cookie in rs if k == "ok"}
         live = {r[0]: r[8] for r in root.requests()}
         self.assertEqual(set(live) - {base}, granted)
         self.assertEqual(root.latency(), min(live.values()))
