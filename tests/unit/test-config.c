@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Unit tests of pmqosd.conf parsing: every key and its range, the file
+ * refused whole with "path:line: key" on the first bad line, nothing kept. */
+
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "store.h"
+
+static Config defaults(void) {
+        return (Config){ .max_per_connection = 64,
+                         .max_per_uid = 256,
+                         .max_timeout_sec = 86400,
+                         .default_floor = PMQOS_LATENCY_NONE };
+}
+
+static int parse(const char *text, Config *c, unsigned *set, char *err, size_t err_size) {
+        return config_parse("/etc/pmqos/pmqosd.conf", text, strlen(text), c, set, err, err_size);
+}
+
+START_TEST(test_shipped_file_is_the_defaults) {
+        Config c = defaults();
+        unsigned set = 123;
+        char err[256] = "";
+
+        /* What daemon/pmqosd.conf holds: a section header and commented-out keys. */
+        ck_assert_int_eq(parse("# comment\n[pmqosd]\n#MaxRequestsPerConnection=64\n; also a comment\n\n", &c, &set, err,
+                               sizeof(err)),
+                         0);
+        ck_assert_uint_eq(set, 0);
+        ck_assert_uint_eq(c.max_per_connection, 64);
+        ck_assert_uint_eq(c.max_per_uid, 256);
+        ck_assert_uint_eq(c.max_timeout_sec, 86400);
+        ck_assert_int_eq(c.default_floor, PMQOS_LATENCY_NONE);
+        ck_assert_ptr_null(c.state_dir);
+        ck_assert_str_eq(err, "");
+        config_done(&c);
+}
+END_TEST
+
+START_TEST(test_every_key) {
+        Config c = defaults();
+        unsigned set = 0;
+        char err[256] = "";
+
+        ck_assert_int_eq(parse("[pmqosd]\r\n"
+                               "  MaxRequestsPerConnection = 8\t\n"
+                               "MaxRequestsPerUser=100000000\n"
+                               "MaxTimeoutSec=1\n"
+                               "DefaultMinimumLatency=0\n"
+                               "StateDirectory=/var/lib/pmqos-test\n"
+                               "StateDirectory=/run/pmqos", /* the last one wins; no final newline */
+                               &c, &set, err, sizeof(err)),
+                         0);
+        ck_assert_uint_eq(set, CONFIG_SET_MAX_PER_CONNECTION | CONFIG_SET_MAX_PER_UID | CONFIG_SET_MAX_TIMEOUT |
+                                       CONFIG_SET_DEFAULT_FLOOR | CONFIG_SET_STATE_DIR);
+        ck_assert_uint_eq(c.max_per_connection, 8);
+        ck_assert_uint_eq(c.max_per_uid, 100000000);
+        ck_assert_uint_eq(c.max_timeout_sec, 1);
+        ck_assert_int_eq(c.default_floor, 0);
+        ck_assert_str_eq(c.state_dir, "/run/pmqos");
+
+        /* A reload starts from the running values; "none" clears the floor, and
+         * a file without StateDirectory no longer sets one. */
+        ck_assert_int_eq(parse("DefaultMinimumLatency=none\n", &c, &set, err, sizeof(err)), 0);
+        ck_assert_uint_eq(set, CONFIG_SET_DEFAULT_FLOOR);
+        ck_assert_int_eq(c.default_floor, PMQOS_LATENCY_NONE);
+        ck_assert_uint_eq(c.max_per_connection, 8);
+        ck_assert_ptr_null(c.state_dir);
+        config_done(&c);
+}
+END_TEST
+
+/* Each bad file is refused whole: *ret keeps every earlier value. */
+static const struct {
+        const char *text;
+        const char *message;
+} bad[] = {
+        { "MaxRequestsPerConnection=0\n", "/etc/pmqos/pmqosd.conf:1: MaxRequestsPerConnection: invalid value \"0\"" },
+        { "MaxRequestsPerConnection=100000001\n", ":1: MaxRequestsPerConnection: invalid value" },
+        { "MaxRequestsPerUser=-1\n", ":1: MaxRequestsPerUser: invalid value \"-1\", expected a number" },
+        { "MaxRequestsPerUser=12abc\n", ":1: MaxRequestsPerUser: invalid value" },
+        { "MaxRequestsPerUser=+5\n", ":1: MaxRequestsPerUser: invalid value" },
+        { "MaxTimeoutSec=\n", ":1: MaxTimeoutSec: invalid value \"\", expected seconds" },
+        { "MaxTimeoutSec=99999999999999999999\n", ":1: MaxTimeoutSec: invalid value" },
+        { "DefaultMinimumLatency=-1\n", ":1: DefaultMinimumLatency: invalid value \"-1\", expected microseconds" },
+        { "DefaultMinimumLatency=2000000001\n", ":1: DefaultMinimumLatency: invalid value" },
+        { "StateDirectory=var/lib/pmqos\n",
+          ":1: StateDirectory: invalid value \"var/lib/pmqos\", expected an absolute" },
+        { "# fine\nMaxTimeoutSec=60\nMaxRequests=5\n",
+          ":3: MaxRequests: unknown key (known: MaxRequestsPerConnection" },
+        { "MaxTimeoutSec=60\njust words\n", ":2: expected Key=Value, got \"just words\"" },
+        { "[other]\n", ":1: expected Key=Value" },
+};
+
+START_TEST(test_bad_file_refused_whole) {
+        Config c = defaults();
+        c.state_dir = strdup("/var/lib/pmqos");
+        ck_assert_ptr_nonnull(c.state_dir);
+        unsigned set = 77;
+        char err[256] = "";
+
+        ck_assert_int_eq(parse(bad[_i].text, &c, &set, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, bad[_i].message), "\"%s\" does not contain \"%s\"", err, bad[_i].message);
+        ck_assert_uint_eq(set, 77);
+        ck_assert_uint_eq(c.max_per_connection, 64);
+        ck_assert_uint_eq(c.max_timeout_sec, 86400);
+        ck_assert_int_eq(c.default_floor, PMQOS_LATENCY_NONE);
+        ck_assert_str_eq(c.state_dir, "/var/lib/pmqos");
+        config_done(&c);
+}
+END_TEST
+
+START_TEST(test_binary_and_oversized_files) {
+        Config c = defaults();
+        unsigned set = 0;
+        char err[256] = "";
+
+        ck_assert_int_eq(config_parse("x.conf", "MaxTimeoutSec=5\0\n", 17, &c, &set, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "x.conf: file contains a NUL byte");
+
+        size_t len = CONFIG_FILE_MAX + 1;
+        char *big = malloc(len);
+        ck_assert_ptr_nonnull(big);
+        memset(big, '#', len);
+        ck_assert_int_eq(config_parse("x.conf", big, len, &c, &set, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "x.conf: file is larger than 64 KiB");
+        /* Exactly the limit is fine (one long comment). */
+        ck_assert_int_eq(config_parse("x.conf", big, CONFIG_FILE_MAX, &c, &set, err, sizeof(err)), 0);
+        free(big);
+        ck_assert_uint_eq(c.max_timeout_sec, 86400);
+        config_done(&c);
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("config");
+        TCase *tc = tcase_create("parse");
+        tcase_add_test(tc, test_shipped_file_is_the_defaults);
+        tcase_add_test(tc, test_every_key);
+        tcase_add_loop_test(tc, test_bad_file_refused_whole, 0, (int) (sizeof(bad) / sizeof(bad[0])));
+        tcase_add_test(tc, test_binary_and_oversized_files);
+        suite_add_tcase(s, tc);
+
+        SRunner *sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
