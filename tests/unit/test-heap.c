@@ -12,23 +12,29 @@
 #define N_NODES 512
 
 /* Every node knows its slot, every parent is <= its children, and the top is
- * the smallest key of the nodes the model says are in. */
+ * the smallest key of the nodes the model says are in. (Plain comparisons,
+ * one assertion: the test also runs under valgrind.) */
 static void check_heap(const Heap *h, const HeapNode *nodes, const bool *in) {
-        size_t n_in = 0;
+        size_t n_in = 0, bad_index = 0, bad_order = 0;
         int64_t min = INT64_MAX;
 
         for (size_t k = 0; k < N_NODES; k++) {
-                ck_assert_int_eq(heap_contains(&nodes[k]), in[k]);
+                if ((bool) heap_contains(&nodes[k]) != in[k])
+                        bad_index++;
                 if (!in[k])
                         continue;
                 n_in++;
                 if (nodes[k].key < min)
                         min = nodes[k].key;
-                ck_assert_ptr_eq(h->items[nodes[k].idx], &nodes[k]);
+                if (nodes[k].idx >= h->n || h->items[nodes[k].idx] != &nodes[k])
+                        bad_index++;
         }
-        ck_assert_uint_eq(h->n, n_in);
         for (size_t i = 1; i < h->n; i++)
-                ck_assert_int_le(h->items[(i - 1) / 2]->key, h->items[i]->key);
+                if (h->items[(i - 1) / 2]->key > h->items[i]->key)
+                        bad_order++;
+        ck_assert_uint_eq(bad_index, 0);
+        ck_assert_uint_eq(bad_order, 0);
+        ck_assert_uint_eq(h->n, n_in);
         if (n_in == 0)
                 ck_assert_ptr_null(heap_top(h));
         else
@@ -58,7 +64,7 @@ START_TEST(test_random_operations_against_model) {
                         in[k] = false;
                 } else
                         heap_set_key(&h, &nodes[k], key);
-                if (step % 97 == 0)
+                if (step % 7 == 0)
                         check_heap(&h, nodes, in);
         }
         check_heap(&h, nodes, in);
