@@ -2,13 +2,13 @@
 /* Unit tests of pmqosd.conf parsing: every key and its range, the file
  * refused whole with "path:line: key" on the first bad line, nothing kept. */
 
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "store.h"
+#include "unit.h"
 
 static Config defaults(void) {
         return (Config){ .max_per_connection = 64,
@@ -145,9 +145,5 @@ int main(void) {
         tcase_add_test(tc, test_binary_and_oversized_files);
         suite_add_tcase(s, tc);
 
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(s, CK_FORK_GETENV);
 }

@@ -2,12 +2,12 @@
 /* Unit tests of the intrusive indexed min-heap: random inserts, deletes of
  * any node and key changes, checked after each step against a plain array. */
 
-#include <check.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "heap.h"
+#include "unit.h"
 
 #define N_NODES 512
 
@@ -114,9 +114,5 @@ int main(void) {
         tcase_add_test(tc, test_delete_last_and_only);
         suite_add_tcase(s, tc);
 
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(s, CK_FORK_GETENV);
 }

@@ -6,7 +6,6 @@
  *   test-libpmqos no-broker  the bus is there, pmqosd is not
  *   test-libpmqos no-bus     no bus at all */
 
-#include <check.h>
 #include <grp.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "pmqos.h"
+#include "unit.h"
 
 static int32_t kernel_read(void) {
         const char *dev = getenv("PMQOS_TEST_DEVICE");
@@ -369,10 +369,5 @@ int main(int argc, char *argv[]) {
                 return EXIT_FAILURE;
         suite_add_tcase(s, tc);
 
-        SRunner *sr = srunner_create(s);
-        srunner_set_fork_status(sr, CK_NOFORK); /* one process: leak checkers see everything */
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(s, CK_NOFORK);
 }

@@ -3,7 +3,6 @@
  * (4-byte binary writes, none when unchanged) and a fake sysfs tree for the
  * per-CPU files (originals remembered, "n/a" for 0, restored). */
 
-#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,6 +14,7 @@
 #include "cpu-sink.h"
 #include "sink.h"
 #include "store.h"
+#include "unit.h"
 
 static char dir[] = "/tmp/pmqos-test-sinks-XXXXXX";
 
@@ -227,9 +227,5 @@ int main(void) {
         tcase_add_test(tc, test_cpu_originals_left_by_a_crash);
         suite_add_tcase(s, tc);
 
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(s, CK_FORK_GETENV);
 }

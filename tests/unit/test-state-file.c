@@ -2,12 +2,12 @@
 /* Unit tests of the state file format: round trips, escaping, and the
  * damaged files that must be refused whole. */
 
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "state-file.h"
+#include "unit.h"
 
 static Request *add(Store *s, int32_t value, bool persistent, const char *exec, const char *reason) {
         Request *r = request_new(s);
@@ -142,9 +142,5 @@ int main(void) {
         tcase_add_test(tc, test_refused);
         tcase_add_test(tc, test_minimal_accepted);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(s, CK_FORK_GETENV);
 }

@@ -2,7 +2,6 @@
 /* Unit tests of the pure core: the hash map, the request store and the
  * effective-value rule, including churn checked against a brute-force model. */
 
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include "hashmap.h"
 #include "store.h"
 #include "validate.h"
+#include "unit.h"
 
 static Request *add(Store *s, RequestOwner *o, int32_t value, uid_t uid, bool persistent) {
         Request *r = request_new(s);
@@ -235,9 +235,5 @@ int main(void) {
         tcase_add_test(tc, test_validation);
         suite_add_tcase(s, tc);
 
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return unit_run(s, CK_FORK_GETENV);
 }
