@@ -41,6 +41,8 @@ struct AuthQuery {
         guint timeout_id;                 /* GLib thread only */
         AuthQuery *next;                  /* in the result queue */
         AuthQuery *live_prev, *live_next; /* main thread: every query not yet delivered */
+        bool waiting;                     /* main thread: not yet handed to polkit */
+        AuthQuery *wait_prev, *wait_next;
 };
 
 struct Auth {
@@ -59,6 +61,10 @@ struct Auth {
         AuthQuery *done_head, *done_tail;
 
         AuthQuery *live; /* main thread */
+        /* Main thread: checks handed to polkit and not yet answered, at most
+         * max_in_flight; the rest wait here, first come first served. */
+        unsigned n_in_flight, max_in_flight;
+        AuthQuery *wait_head, *wait_tail;
 };
 
 static AuthQuery *query_free(AuthQuery *q) {
@@ -108,7 +114,7 @@ static void thread_deliver(AuthQuery *q) {
 static gboolean on_check_timeout(gpointer userdata) {
         AuthQuery *q = userdata;
         q->timeout_id = 0;
-        log_warning("polkit did not answer about %s for %s in time; denying.", q->action, q->bus_name);
+        log_caller_warning("polkit did not answer about %s for %s in time; denying.", q->action, q->bus_name);
         g_cancellable_cancel(q->cancellable);
         return G_SOURCE_REMOVE;
 }
@@ -121,7 +127,8 @@ static void on_check_done(GObject *source, GAsyncResult *res, gpointer userdata)
                 polkit_authority_check_authorization_finish(POLKIT_AUTHORITY(source), res, &error);
         if (!result) {
                 if (!g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-                        log_warning("polkit check of %s for %s failed: %s", q->action, q->bus_name, error->message);
+                        log_caller_warning("polkit check of %s for %s failed: %s", q->action, q->bus_name,
+                                           error->message);
                 q->result = AUTH_DENIED;
         } else if (polkit_authorization_result_get_is_authorized(result))
                 q->result = AUTH_ALLOWED;
@@ -210,6 +217,32 @@ static void live_unlink(Auth *a, AuthQuery *q) {
         q->live_prev = q->live_next = NULL;
 }
 
+static void wait_unlink(Auth *a, AuthQuery *q) {
+        if (q->wait_prev)
+                q->wait_prev->wait_next = q->wait_next;
+        else
+                a->wait_head = q->wait_next;
+        if (q->wait_next)
+                q->wait_next->wait_prev = q->wait_prev;
+        else
+                a->wait_tail = q->wait_prev;
+        q->wait_prev = q->wait_next = NULL;
+        q->waiting = false;
+}
+
+static void dispatch(Auth *a, AuthQuery *q) {
+        a->n_in_flight++;
+        g_main_context_invoke(a->context, thread_start_check, q);
+}
+
+static void dispatch_waiting(Auth *a) {
+        while (a->wait_head && a->n_in_flight < a->max_in_flight) {
+                AuthQuery *q = a->wait_head;
+                wait_unlink(a, q);
+                dispatch(a, q);
+        }
+}
+
 static int on_results(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Auth *a = userdata;
         uint64_t n;
@@ -225,21 +258,24 @@ static int on_results(sd_event_source *s, int fd, uint32_t revents, void *userda
         while (q) {
                 AuthQuery *next = q->next;
                 live_unlink(a, q);
+                a->n_in_flight--;
                 if (!q->cancelled)
                         q->callback(q->result, q->userdata);
                 query_free(q);
                 q = next;
         }
+        dispatch_waiting(a);
         return 0;
 }
 
-int auth_new(Auth **ret, sd_event *event) {
+int auth_new(Auth **ret, sd_event *event, unsigned max_in_flight) {
         int r;
 
         Auth *a = calloc(1, sizeof(Auth));
         if (!a)
                 return -ENOMEM;
         g_mutex_init(&a->lock);
+        a->max_in_flight = max_in_flight > 0 ? max_in_flight : 1;
 
         a->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (a->efd < 0) {
@@ -275,6 +311,8 @@ Auth *auth_free(Auth *a) {
                 }
                 g_cancellable_cancel(q->cancellable);
         }
+        while (a->wait_head)
+                wait_unlink(a, a->wait_head); /* still on the live list, freed below */
         g_main_context_invoke(a->context, thread_stop, a);
         g_thread_join(a->thread);
 
@@ -300,10 +338,13 @@ Auth *auth_free(Auth *a) {
         return NULL;
 }
 
-int auth_check(Auth *a, const char *bus_name, const char *action, bool interactive, AuthCallback callback,
-               void *userdata, AuthQuery **ret_query, AuthResult *ret_result) {
-        (void) ret_result;
+void auth_set_max_in_flight(Auth *a, unsigned max_in_flight) {
+        a->max_in_flight = max_in_flight > 0 ? max_in_flight : 1;
+        dispatch_waiting(a);
+}
 
+int auth_check(Auth *a, const char *bus_name, const char *action, bool interactive, AuthCallback callback,
+               void *userdata, AuthQuery **ret_query) {
         AuthQuery *q = calloc(1, sizeof(AuthQuery));
         if (!q)
                 return -ENOMEM;
@@ -324,15 +365,33 @@ int auth_check(Auth *a, const char *bus_name, const char *action, bool interacti
                 a->live->live_prev = q;
         a->live = q;
 
-        g_main_context_invoke(a->context, thread_start_check, q);
+        if (a->n_in_flight < a->max_in_flight)
+                dispatch(a, q);
+        else {
+                q->waiting = true;
+                q->wait_prev = a->wait_tail;
+                if (a->wait_tail)
+                        a->wait_tail->wait_next = q;
+                else
+                        a->wait_head = q;
+                a->wait_tail = q;
+        }
         *ret_query = q;
-        return 1;
+        return 0;
 }
 
 AuthQuery *auth_query_cancel(AuthQuery *q) {
-        if (q) {
-                q->cancelled = true;
-                g_cancellable_cancel(q->cancellable);
+        if (!q)
+                return NULL;
+        if (q->waiting) {
+                /* Never reached polkit: gone at once, its place to the next. */
+                Auth *a = q->auth;
+                wait_unlink(a, q);
+                live_unlink(a, q);
+                query_free(q);
+                return NULL;
         }
+        q->cancelled = true;
+        g_cancellable_cancel(q->cancellable);
         return NULL;
 }

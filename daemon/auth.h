@@ -20,14 +20,19 @@ typedef struct Auth Auth;
 typedef struct AuthQuery AuthQuery;
 typedef void (*AuthCallback)(AuthResult result, void *userdata);
 
-int auth_new(Auth **ret, sd_event *event);
+/* At most max_in_flight checks are handed to polkitd at once (its answers
+ * share one bus connection, which dbus-daemon lets wait for 128 replies);
+ * further ones wait their turn here. */
+int auth_new(Auth **ret, sd_event *event, unsigned max_in_flight);
 Auth *auth_free(Auth *a);
+void auth_set_max_in_flight(Auth *a, unsigned max_in_flight);
 
 /* Asks whether the peer with unique name bus_name may perform action.
- * Returns 0 with *ret_result set when the answer is known at once, or 1 when
- * callback will be called later (unless the query is cancelled first). */
+ * Returns 0 when callback will be called later, from the event loop (unless
+ * the query is cancelled first), or a negative errno. */
 int auth_check(Auth *a, const char *bus_name, const char *action, bool interactive, AuthCallback callback,
-               void *userdata, AuthQuery **ret_query, AuthResult *ret_result);
+               void *userdata, AuthQuery **ret_query);
 
-/* The callback will not run. NULL-safe; returns NULL. */
+/* The callback will not run; a check still waiting for its turn is dropped
+ * at once, one polkitd has is cancelled there. NULL-safe; returns NULL. */
 AuthQuery *auth_query_cancel(AuthQuery *q);

@@ -41,7 +41,7 @@ static int method_request(sd_bus_message *message, void *userdata, sd_bus_error 
                 return r;
         if (parse_qos_type(type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
                 return bus_reply_validation_error(error, &v);
-        r = parse_request_options(message, m->max_timeout_sec, &o, &v);
+        r = parse_request_options(message, m->limits.max_timeout_sec, &o, &v);
         if (r < 0)
                 return v.name ? bus_reply_validation_error(error, &v) : r;
         r = check_cpus_exist(m, &o, error);
@@ -183,6 +183,10 @@ static int on_properties_set(sd_bus_message *message, void *userdata, sd_bus_err
 
         if (!sd_bus_message_is_method_call(message, "org.freedesktop.DBus.Properties", "Set") ||
             !sd_bus_message_get_path(message) || strcmp(sd_bus_message_get_path(message), PMQOS_OBJECT_PATH) != 0)
+                return 0;
+        /* Filters run before sd-bus checks the body against the method's
+         * signature: any other shape is sd-bus's to refuse. */
+        if (!sd_bus_message_has_signature(message, "ssv"))
                 return 0;
         if (sd_bus_message_read(message, "ss", &interface, &property) < 0 || strcmp(interface, PMQOS_INTERFACE) != 0 ||
             strcmp(property, "MinimumLatency") != 0) {

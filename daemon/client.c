@@ -1,43 +1,52 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Tracking is fully asynchronous: AddMatch for the name's NameOwnerChanged is
- * sent first and GetConnectionCredentials right after it on the same
- * connection, so the bus answers the second only once the match is in place.
- * A successful answer therefore proves that a later departure will be seen;
- * an error (NameHasNoOwner) proves the client already left. */
+/* Departures are seen through one match, installed at start, on every
+ * NameOwnerChanged that ends a name: no per-client match that could exhaust
+ * the bus's quota of matches, and nothing to fail per client. A new client's
+ * GetConnectionCredentials is answered after that match is in place, so a
+ * success proves a later departure will be seen; an error (NameHasNoOwner)
+ * proves it already left. */
 
 #include "client.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "text.h"
 
-#define EXEC_MAX 4096
+/* /proc/PID/cmdline is read up to this much; what is kept is PMQOS_EXEC_MAX. */
+#define CMDLINE_READ_MAX 4096
 
 static SharedString *read_cmdline(pid_t pid) {
-        char path[64], buf[EXEC_MAX];
+        char path[64], buf[CMDLINE_READ_MAX];
         snprintf(path, sizeof(path), "/proc/%d/cmdline", (int) pid);
 
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return shared_string_new("");
-        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        ssize_t n = read(fd, buf, sizeof(buf));
         close(fd);
         if (n < 0)
                 n = 0;
 
         /* Arguments joined by spaces; a truncated line is still useful. */
         for (ssize_t i = 0; i < n; i++)
-                if (buf[i] == 0 || buf[i] == '\n')
+                if (buf[i] == 0)
                         buf[i] = ' ';
         while (n > 0 && buf[n - 1] == ' ')
                 n--;
-        buf[n] = 0;
-        return shared_string_new(buf);
+        /* Anything else a process put there is escaped: it reaches the bus and terminals. */
+        char *clean = text_clean(buf, (size_t) n, PMQOS_EXEC_MAX);
+        if (!clean)
+                return NULL;
+        SharedString *s = shared_string_new(clean);
+        free(clean);
+        return s;
 }
 
 Client *client_ref(Client *c) {
@@ -50,7 +59,6 @@ Client *client_unref(Client *c) {
         if (!c || --c->n_ref > 0)
                 return NULL;
 
-        sd_bus_slot_unref(c->match_slot);
         sd_bus_slot_unref(c->creds_slot);
         free(c->name);
         shared_string_unref(c->exec);
@@ -58,32 +66,123 @@ Client *client_unref(Client *c) {
         return NULL;
 }
 
-static void run_waiters(Client *c) {
-        /* Callbacks may add waiters or make the client vanish: detach the list first. */
-        ClientWaiter *w = c->waiters_head;
-        c->waiters_head = c->waiters_tail = NULL;
+/* ---- idle clients: a bounded cache, oldest first ---- */
 
-        client_ref(c);
-        while (w) {
-                ClientWaiter *next = w->next;
-                w->next = NULL;
-                w->callback(c, w->userdata);
-                w = next;
-        }
-        client_unref(c);
+static void idle_unlink(Client *c) {
+        Manager *m = c->manager;
+        if (!c->idle)
+                return;
+        if (c->idle_prev)
+                c->idle_prev->idle_next = c->idle_next;
+        else
+                m->idle_head = c->idle_next;
+        if (c->idle_next)
+                c->idle_next->idle_prev = c->idle_prev;
+        else
+                m->idle_tail = c->idle_prev;
+        c->idle_prev = c->idle_next = NULL;
+        c->idle = false;
+        m->n_idle--;
 }
 
-void client_wait(Client *c, ClientWaiter *w) {
-        if (c->state != CLIENT_RESOLVING) {
-                w->callback(c, w->userdata);
+/* Stops tracking a client that holds nothing and waits for nothing. */
+static void client_forget(Client *c) {
+        idle_unlink(c);
+        hashmap_remove(&c->manager->clients, c->name);
+        c->state = CLIENT_GONE;
+        client_unref(c); /* the map's reference */
+}
+
+static void check_idle(Client *c) {
+        Manager *m = c->manager;
+
+        if (c->state != CLIENT_READY || c->idle || c->n_waiters > 0 || c->owner.n_requests > 0)
                 return;
-        }
+        c->idle = true;
+        c->idle_next = NULL;
+        c->idle_prev = m->idle_tail;
+        if (m->idle_tail)
+                m->idle_tail->idle_next = c;
+        else
+                m->idle_head = c;
+        m->idle_tail = c;
+        if (++m->n_idle > CLIENT_IDLE_MAX)
+                client_forget(m->idle_head);
+}
+
+static void on_owner_emptied(RequestOwner *o) {
+        check_idle((Client *) ((char *) o - offsetof(Client, owner)));
+}
+
+/* ---- calls in progress ---- */
+
+void client_wait(Client *c, ClientWaiter *w) {
+        idle_unlink(c);
+        w->linked = true;
+        w->told_ready = false;
         w->next = NULL;
+        w->prev = c->waiters_tail;
         if (c->waiters_tail)
                 c->waiters_tail->next = w;
         else
                 c->waiters_head = w;
         c->waiters_tail = w;
+        c->n_waiters++;
+        if (c->state != CLIENT_RESOLVING) {
+                w->told_ready = true;
+                w->callback(c, w->userdata);
+        }
+}
+
+static void waiter_unlink(Client *c, ClientWaiter *w) {
+        if (!w->linked)
+                return;
+        if (w->prev)
+                w->prev->next = w->next;
+        else
+                c->waiters_head = w->next;
+        if (w->next)
+                w->next->prev = w->prev;
+        else
+                c->waiters_tail = w->prev;
+        w->prev = w->next = NULL;
+        w->linked = false;
+        c->n_waiters--;
+}
+
+void client_unwait(Client *c, ClientWaiter *w) {
+        if (!c)
+                return;
+        waiter_unlink(c, w);
+        check_idle(c);
+}
+
+/* Tells every waiter not told yet that the credentials are known. A
+ * callback may end any call of the list, so look again from the start. */
+static void tell_ready(Client *c) {
+        client_ref(c);
+        for (;;) {
+                ClientWaiter *w = c->waiters_head;
+                while (w && w->told_ready)
+                        w = w->next;
+                if (!w || c->state != CLIENT_READY)
+                        break;
+                w->told_ready = true;
+                w->callback(c, w->userdata);
+        }
+        check_idle(c);
+        client_unref(c);
+}
+
+/* Ends every call in progress: each waiter hears GONE once, unlinked first. */
+static void tell_gone(Client *c) {
+        ClientWaiter *w;
+        client_ref(c);
+        while ((w = c->waiters_head)) {
+                waiter_unlink(c, w);
+                w->callback(c, w->userdata);
+        }
+        client_unref(c);
 }
 
 void client_vanished(Client *c) {
@@ -93,8 +192,8 @@ void client_vanished(Client *c) {
                 return;
         c->state = CLIENT_GONE;
 
+        idle_unlink(c);
         hashmap_remove(&m->clients, c->name);
-        c->match_slot = sd_bus_slot_unref(c->match_slot);
         c->creds_slot = sd_bus_slot_unref(c->creds_slot);
 
         unsigned n = store_drop_owner(&m->store, &c->owner);
@@ -107,21 +206,33 @@ void client_vanished(Client *c) {
                 log_debug("%s left the bus; %u request(s) released or detached.", c->name, n);
         }
 
-        run_waiters(c);
+        tell_gone(c);
         client_unref(c); /* the map's reference */
 }
 
 static int on_name_owner_changed(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        Client *c = userdata;
+        Manager *m = userdata;
         const char *name, *old_owner, *new_owner;
 
         (void) error;
-        if (sd_bus_message_read(message, "sss", &name, &old_owner, &new_owner) < 0)
+        if (!sd_bus_message_has_signature(message, "sss") ||
+            sd_bus_message_read(message, "sss", &name, &old_owner, &new_owner) < 0)
                 return 0;
-        /* A unique name is never handed to anyone else: any change means it left. */
-        if (strcmp(name, c->name) == 0 && new_owner[0] == 0)
+        /* A unique name is never handed to anyone else: losing its owner means it left. */
+        if (name[0] != ':' || new_owner[0] != 0)
+                return 0;
+        Client *c = hashmap_get(&m->clients, name);
+        if (c)
                 client_vanished(c);
         return 0;
+}
+
+int clients_watch(Manager *m) {
+        /* arg2='' : only a name losing its owner, which for a unique name is a departure. */
+        return sd_bus_add_match(m->bus, NULL,
+                                "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+                                "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''",
+                                on_name_owner_changed, m);
 }
 
 static int read_credentials(sd_bus_message *reply, uint32_t *uid, uint32_t *pid) {
@@ -188,12 +299,11 @@ static int on_credentials(sd_bus_message *reply, void *userdata, sd_bus_error *e
                 return 0;
         }
         c->state = CLIENT_READY;
-        run_waiters(c);
+        tell_ready(c);
         return 0;
 }
 
 int client_get(Manager *m, const char *name, Client **ret) {
-        char match[400];
         int r;
 
         Client *c = hashmap_get(&m->clients, name);
@@ -204,6 +314,11 @@ int client_get(Manager *m, const char *name, Client **ret) {
 
         if (!name || name[0] != ':' || strlen(name) > 200)
                 return -EINVAL; /* only unique names can send us method calls */
+        if (hashmap_size(&m->clients) >= m->limits.max_clients) {
+                if (!m->idle_head)
+                        return -EUSERS;
+                client_forget(m->idle_head);
+        }
 
         c = calloc(1, sizeof(Client));
         if (!c)
@@ -213,20 +328,14 @@ int client_get(Manager *m, const char *name, Client **ret) {
         c->state = CLIENT_RESOLVING;
         c->name = strdup(name);
         c->owner.name = c->name;
+        c->owner.emptied = on_owner_emptied;
         if (!c->name) {
                 client_unref(c);
                 return -ENOMEM;
         }
 
-        snprintf(match, sizeof(match),
-                 "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
-                 "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='%s'",
-                 name);
-        r = sd_bus_add_match_async(m->bus, &c->match_slot, match, on_name_owner_changed, NULL, c);
-        if (r >= 0)
-                r = sd_bus_call_method_async(m->bus, &c->creds_slot, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                             "org.freedesktop.DBus", "GetConnectionCredentials", on_credentials, c, "s",
-                                             name);
+        r = sd_bus_call_method_async(m->bus, &c->creds_slot, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                     "org.freedesktop.DBus", "GetConnectionCredentials", on_credentials, c, "s", name);
         if (r >= 0)
                 r = hashmap_put(&m->clients, c->name, c);
         if (r < 0) {
@@ -245,8 +354,9 @@ void clients_free_all(Manager *m) {
         /* The store is freed first, so every owner list is empty by now. */
         while ((i = 0, hashmap_next(&m->clients, &i, (void **) &c))) {
                 hashmap_remove(&m->clients, c->name);
+                idle_unlink(c);
                 c->state = CLIENT_GONE;
-                run_waiters(c);
+                tell_gone(c);
                 /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): c left the map before it was freed */
                 client_unref(c);
         }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The peers that hold requests: their credentials, read once from the bus,
- * and the match that tells us, without polling, when they leave. */
+/* The peers that hold requests or have calls pending: their credentials, read
+ * once from the bus, and their departure, seen through one bus-wide match. */
 #pragma once
 
 #include <stdbool.h>
@@ -9,17 +9,25 @@
 #include "manager.h"
 #include "store.h"
 
+/* Recently used clients with nothing pending and no request, kept so that
+ * their next call needs no credentials round trip; the oldest is forgotten. */
+#define CLIENT_IDLE_MAX 64u
+
 typedef enum ClientState {
         CLIENT_RESOLVING, /* credentials asked of the bus, not yet known */
         CLIENT_READY,
         CLIENT_GONE, /* left the bus; anything still pointing here must drop its work */
 } ClientState;
 
+/* One call of the client's in progress. It is told once when the
+ * credentials are known (READY) and once more if the client leaves (GONE);
+ * it must client_unwait() when done. */
 typedef struct ClientWaiter ClientWaiter;
 struct ClientWaiter {
-        void (*callback)(Client *c, void *userdata); /* check c->state for the outcome */
+        void (*callback)(Client *c, void *userdata); /* check c->state for the event */
         void *userdata;
-        ClientWaiter *next;
+        bool linked, told_ready;
+        ClientWaiter *prev, *next;
 };
 
 struct Client {
@@ -29,20 +37,30 @@ struct Client {
         ClientState state;
         uid_t uid;
         pid_t pid;
-        SharedString *exec;
-        sd_bus_slot *match_slot;
+        SharedString *exec; /* cleaned command line */
         sd_bus_slot *creds_slot;
         RequestOwner owner;
         ClientWaiter *waiters_head, *waiters_tail;
+        unsigned n_waiters; /* calls of this connection in progress */
+        bool idle;
+        Client *idle_prev, *idle_next;
 };
 
-/* Finds the client with this unique name, or starts tracking it. */
+/* Installs the one match on NameOwnerChanged that tells us of every
+ * departure, synchronously: before the bus name is taken. */
+int clients_watch(Manager *m);
+
+/* Finds the client with this unique name, or starts tracking it. -EUSERS
+ * when MaxClients are tracked and none of them is idle. */
 int client_get(Manager *m, const char *name, Client **ret);
 Client *client_ref(Client *c);
 Client *client_unref(Client *c);
 
-/* Runs w->callback once the client is READY or GONE (at once if it already is). */
+/* Registers a call in progress; w->callback runs at once if the client is
+ * already READY or GONE. */
 void client_wait(Client *c, ClientWaiter *w);
+/* The call is done; a client with nothing left becomes idle. NULL-safe for c. */
+void client_unwait(Client *c, ClientWaiter *w);
 
 /* The client left: its dying requests go in one step, one commit, one signal. */
 void client_vanished(Client *c);

@@ -5,16 +5,45 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "store.h"
+#include "util.h"
 
 void config_done(Config *c) {
         free(c->state_dir);
         c->state_dir = NULL;
 }
+
+typedef struct NumberKey {
+        const char *key;
+        size_t offset; /* in Limits */
+        bool is_u32;
+        long long min, max;
+        unsigned bit;
+        const char *expect;
+} NumberKey;
+
+#define COUNT_KEY(name, field, bit, max) \
+        { name, offsetof(Limits, field), false, 1, max, bit, "a number from 1 to " #max }
+#define SECONDS_KEY(name, field, bit) \
+        { name, offsetof(Limits, field), true, 1, 100000000, bit, "seconds, from 1 to 100000000" }
+
+/* The table is the list of keys: pmqosd.conf(5) documents each. */
+static const NumberKey number_keys[] = {
+        COUNT_KEY("MaxRequestsPerConnection", max_per_connection, CONFIG_SET_MAX_PER_CONNECTION, 100000000),
+        COUNT_KEY("MaxRequestsPerUser", max_per_uid, CONFIG_SET_MAX_PER_UID, 100000000),
+        SECONDS_KEY("MaxTimeoutSec", max_timeout_sec, CONFIG_SET_MAX_TIMEOUT),
+        SECONDS_KEY("MaxUnprivilegedTimeoutSec", max_unprivileged_timeout_sec, CONFIG_SET_MAX_UNPRIVILEGED_TIMEOUT),
+        COUNT_KEY("MaxPendingPerConnection", max_pending_per_connection, CONFIG_SET_MAX_PENDING_PER_CONNECTION, 100000),
+        COUNT_KEY("MaxPendingPerUser", max_pending_per_uid, CONFIG_SET_MAX_PENDING_PER_UID, 100000),
+        COUNT_KEY("MaxPending", max_pending, CONFIG_SET_MAX_PENDING, 1000000),
+        COUNT_KEY("MaxPolkitChecksInFlight", max_polkit_in_flight, CONFIG_SET_MAX_POLKIT_IN_FLIGHT, 100),
+        COUNT_KEY("MaxClients", max_clients, CONFIG_SET_MAX_CLIENTS, 1000000),
+};
 
 static char *strip(char *s) {
         while (*s == ' ' || *s == '\t')
@@ -83,24 +112,19 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                 unsigned bit;
                 const char *expect = NULL;
 
-                if (strcmp(key, "MaxRequestsPerConnection") == 0) {
-                        bit = CONFIG_SET_MAX_PER_CONNECTION;
-                        if (parse_number(value, 1, 100000000, &v) < 0)
-                                expect = "a number from 1 to 100000000";
+                const NumberKey *nk = NULL;
+                for (size_t i = 0; i < ELEMENTSOF(number_keys); i++)
+                        if (strcmp(key, number_keys[i].key) == 0)
+                                nk = &number_keys[i];
+
+                if (nk) {
+                        bit = nk->bit;
+                        if (parse_number(value, nk->min, nk->max, &v) < 0)
+                                expect = nk->expect;
+                        else if (nk->is_u32)
+                                *(uint32_t *) ((char *) &c.limits + nk->offset) = (uint32_t) v;
                         else
-                                c.max_per_connection = (unsigned) v;
-                } else if (strcmp(key, "MaxRequestsPerUser") == 0) {
-                        bit = CONFIG_SET_MAX_PER_UID;
-                        if (parse_number(value, 1, 100000000, &v) < 0)
-                                expect = "a number from 1 to 100000000";
-                        else
-                                c.max_per_uid = (unsigned) v;
-                } else if (strcmp(key, "MaxTimeoutSec") == 0) {
-                        bit = CONFIG_SET_MAX_TIMEOUT;
-                        if (parse_number(value, 1, 100000000, &v) < 0)
-                                expect = "seconds, from 1 to 100000000";
-                        else
-                                c.max_timeout_sec = (uint32_t) v;
+                                *(unsigned *) ((char *) &c.limits + nk->offset) = (unsigned) v;
                 } else if (strcmp(key, "DefaultMinimumLatency") == 0) {
                         bit = CONFIG_SET_DEFAULT_FLOOR;
                         if (strcmp(value, "none") == 0)
@@ -124,7 +148,9 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                 } else {
                         snprintf(err, err_size,
                                  "%s:%u: %.40s: unknown key (known: MaxRequestsPerConnection, MaxRequestsPerUser, "
-                                 "MaxTimeoutSec, DefaultMinimumLatency, StateDirectory)",
+                                 "MaxTimeoutSec, MaxUnprivilegedTimeoutSec, MaxPendingPerConnection, "
+                                 "MaxPendingPerUser, MaxPending, MaxPolkitChecksInFlight, MaxClients, "
+                                 "DefaultMinimumLatency, StateDirectory)",
                                  path, lineno, key);
                         r = -EINVAL;
                         break;

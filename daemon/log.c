@@ -4,8 +4,11 @@
 #include "log.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
+#include <time.h>
 
 static bool verbose;
 static int journal_prefix = -1;
@@ -43,3 +46,38 @@ LOG_FN(log_debug, 7, verbose)
 LOG_FN(log_info, 6, true)
 LOG_FN(log_warning, 4, true)
 LOG_FN(log_error, 3, true)
+
+static struct {
+        uint64_t window_start; /* seconds, CLOCK_MONOTONIC */
+        unsigned n_logged;
+        unsigned long n_suppressed;
+} caller_limit;
+
+static pthread_mutex_t caller_lock = PTHREAD_MUTEX_INITIALIZER; /* the polkit thread logs too */
+
+void log_caller_warning(const char *fmt, ...) {
+        struct timespec ts;
+        va_list ap;
+
+        pthread_mutex_lock(&caller_lock);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t now = (uint64_t) ts.tv_sec;
+        if (caller_limit.n_logged == 0 || now - caller_limit.window_start >= LOG_CALLER_INTERVAL_SEC) {
+                if (caller_limit.n_suppressed > 0)
+                        log_warning("Suppressed %lu similar messages about callers in %u s.", caller_limit.n_suppressed,
+                                    LOG_CALLER_INTERVAL_SEC);
+                caller_limit.window_start = now;
+                caller_limit.n_logged = 0;
+                caller_limit.n_suppressed = 0;
+        }
+        if (caller_limit.n_logged >= LOG_CALLER_BURST) {
+                caller_limit.n_suppressed++;
+                pthread_mutex_unlock(&caller_lock);
+                return;
+        }
+        caller_limit.n_logged++;
+        va_start(ap, fmt);
+        log_va(4, fmt, ap);
+        va_end(ap);
+        pthread_mutex_unlock(&caller_lock);
+}

@@ -11,3 +11,12 @@ void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* For failures one caller can cause at will (a polkit check that failed, a
+ * caller that left mid-call): at most LOG_CALLER_BURST lines per
+ * LOG_CALLER_INTERVAL_SEC, then one line saying how many were suppressed, so a
+ * flood cannot drown the journal. Measured on CLOCK_MONOTONIC when a line is
+ * logged: no timer. */
+#define LOG_CALLER_BURST 20u
+#define LOG_CALLER_INTERVAL_SEC 10u
+void log_caller_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

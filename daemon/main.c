@@ -18,6 +18,7 @@
 #include "config.h"
 #include "log.h"
 #include "manager.h"
+#include "state.h"
 #include "util.h"
 
 #define DEFAULT_DEVICE "/dev/cpu_dma_latency"
@@ -57,7 +58,7 @@ static void help(void) {
                "  --version         print the version and exit\n"
                "  --help            print this help and exit\n",
                PMQOS_BUS_NAME, DEFAULT_DEVICE, PMQOS_DEFAULT_CONFIG, DEFAULT_STATE_DIR, DEFAULT_SYSFS_ROOT,
-               PMQOS_DEFAULT_MAX_TIMEOUT_SEC, PMQOS_DEFAULT_MAX_PER_CONNECTION, PMQOS_DEFAULT_MAX_PER_UID);
+               LIMITS_DEFAULT.max_timeout_sec, LIMITS_DEFAULT.max_per_connection, LIMITS_DEFAULT.max_per_uid);
 }
 
 #define LIMIT_MAX 100000000u
@@ -111,9 +112,7 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                         .device = DEFAULT_DEVICE,
                         .state_dir = DEFAULT_STATE_DIR,
                         .sysfs_root = env_root && *env_root ? env_root : DEFAULT_SYSFS_ROOT,
-                        .max_per_connection = PMQOS_DEFAULT_MAX_PER_CONNECTION,
-                        .max_per_uid = PMQOS_DEFAULT_MAX_PER_UID,
-                        .max_timeout_sec = PMQOS_DEFAULT_MAX_TIMEOUT_SEC,
+                        .limits = LIMITS_DEFAULT,
                         .default_floor = PMQOS_LATENCY_NONE,
                 },
                 .config_path = PMQOS_DEFAULT_CONFIG,
@@ -143,9 +142,9 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 case ARG_MAX_TIMEOUT:
                 case ARG_MAX_PER_CONNECTION:
                 case ARG_MAX_PER_UID: {
-                        unsigned *target = c == ARG_MAX_PER_UID          ? &o->config.max_per_uid
-                                           : c == ARG_MAX_PER_CONNECTION ? &o->config.max_per_connection
-                                                                         : &o->config.max_timeout_sec;
+                        unsigned *target = c == ARG_MAX_PER_UID          ? &o->config.limits.max_per_uid
+                                           : c == ARG_MAX_PER_CONNECTION ? &o->config.limits.max_per_connection
+                                                                         : &o->config.limits.max_timeout_sec;
                         o->cli_set |= c == ARG_MAX_PER_UID          ? CONFIG_SET_MAX_PER_UID
                                       : c == ARG_MAX_PER_CONNECTION ? CONFIG_SET_MAX_PER_CONNECTION
                                                                     : CONFIG_SET_MAX_TIMEOUT;
@@ -181,9 +180,7 @@ static int parse_argv(int argc, char *argv[], Options *o) {
 static int load_config(Options *o, char **ret_state_dir) {
         char buf[CONFIG_FILE_MAX + 1], err[512];
         Config c = {
-                .max_per_connection = PMQOS_DEFAULT_MAX_PER_CONNECTION,
-                .max_per_uid = PMQOS_DEFAULT_MAX_PER_UID,
-                .max_timeout_sec = PMQOS_DEFAULT_MAX_TIMEOUT_SEC,
+                .limits = LIMITS_DEFAULT,
                 .default_floor = PMQOS_LATENCY_NONE,
         };
         unsigned set = 0;
@@ -211,13 +208,17 @@ static int load_config(Options *o, char **ret_state_dir) {
                 return r;
         }
 
-apply:
-        if (!(o->cli_set & CONFIG_SET_MAX_PER_CONNECTION))
-                o->config.max_per_connection = c.max_per_connection;
-        if (!(o->cli_set & CONFIG_SET_MAX_PER_UID))
-                o->config.max_per_uid = c.max_per_uid;
-        if (!(o->cli_set & CONFIG_SET_MAX_TIMEOUT))
-                o->config.max_timeout_sec = c.max_timeout_sec;
+apply : {
+        /* The command line wins for the keys it has. */
+        Limits cli = o->config.limits;
+        o->config.limits = c.limits;
+        if (o->cli_set & CONFIG_SET_MAX_PER_CONNECTION)
+                o->config.limits.max_per_connection = cli.max_per_connection;
+        if (o->cli_set & CONFIG_SET_MAX_PER_UID)
+                o->config.limits.max_per_uid = cli.max_per_uid;
+        if (o->cli_set & CONFIG_SET_MAX_TIMEOUT)
+                o->config.limits.max_timeout_sec = cli.max_timeout_sec;
+}
         o->config.default_floor = c.default_floor;
         if ((set & CONFIG_SET_STATE_DIR) && !(o->cli_set & CONFIG_SET_STATE_DIR)) {
                 *ret_state_dir = c.state_dir;
@@ -246,53 +247,48 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
                 if (state_dir && strcmp(state_dir, o->config.state_dir) != 0)
                         log_warning("StateDirectory=%s takes effect at the next start.", state_dir);
                 free(state_dir);
-                o->config.max_per_connection = next.config.max_per_connection;
-                o->config.max_per_uid = next.config.max_per_uid;
-                o->config.max_timeout_sec = next.config.max_timeout_sec;
+                o->config.limits = next.config.limits;
                 o->config.default_floor = next.config.default_floor;
-                manager_set_limits(ctx->manager, o->config.max_per_connection, o->config.max_per_uid,
-                                   o->config.max_timeout_sec, o->config.default_floor);
-                log_info("Reloaded %s: %u requests per connection, %u per user, timeouts up to %u s, default "
-                         "floor %d.",
-                         o->config_path, o->config.max_per_connection, o->config.max_per_uid, o->config.max_timeout_sec,
-                         (int) o->config.default_floor);
+                manager_set_limits(ctx->manager, &o->config.limits, o->config.default_floor);
+                const Limits *l = &o->config.limits;
+                log_info("Reloaded %s: %u requests per connection, %u per user, timeouts up to %u s (%u s without "
+                         "request-latency-persistent), %u/%u/%u calls pending per connection/user/all, %u polkit "
+                         "checks in flight, %u clients, default floor %d.",
+                         o->config_path, l->max_per_connection, l->max_per_uid, l->max_timeout_sec,
+                         l->max_unprivileged_timeout_sec, l->max_pending_per_connection, l->max_pending_per_uid,
+                         l->max_pending, l->max_polkit_in_flight, l->max_clients, (int) o->config.default_floor);
         }
         (void) sd_notify(false, "READY=1");
         return 0;
 }
 
-/* Becomes user: no root, no capabilities, no way back. The state directory
- * is handed over first, so persistence goes on. */
-static int drop_privileges(const char *user, const char *state_dir) {
-        char path[4096];
-
-        errno = 0;
-        struct passwd *pw = getpwnam(user);
-        if (!pw) {
-                log_error("Cannot run as user %s: %s", user, errno ? strerror(errno) : "no such user");
-                return -ESRCH;
+/* Becomes user: no root, no capabilities (not even in the bounding set), no
+ * way back. The state directory is handed over first, through descriptors,
+ * so persistence goes on. */
+static int drop_privileges(const struct passwd *pw, const char *state_dir) {
+        int r = state_hand_over(state_dir, pw->pw_uid, pw->pw_gid);
+        if (r < 0) {
+                log_error("Cannot hand %s to user %s: %s", state_dir, pw->pw_name,
+                          r == -EPERM ? "its state file is not a plain file with one link" : strerror(-r));
+                return r;
         }
-        if (chown(state_dir, pw->pw_uid, pw->pw_gid) < 0) {
-                log_error("Cannot hand %s to user %s: %s", state_dir, user, strerror(errno));
-                return -errno;
-        }
-        snprintf(path, sizeof(path), "%s/state", state_dir);
-        if (chown(path, pw->pw_uid, pw->pw_gid) < 0 && errno != ENOENT) {
-                log_error("Cannot hand %s to user %s: %s", path, user, strerror(errno));
-                return -errno;
-        }
+        /* Needs CAP_SETPCAP; where it is missing the uid change below still
+         * clears every effective and permitted capability. */
+        for (unsigned long cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; cap++)
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EPERM && errno != EINVAL)
+                        break;
         if (setgroups(0, NULL) < 0 || setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) < 0 ||
             setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) < 0) {
-                log_error("Cannot switch to user %s: %s", user, strerror(errno));
+                log_error("Cannot switch to user %s: %s", pw->pw_name, strerror(errno));
                 return -errno;
         }
         /* A uid change from 0 clears every capability; make sure none can come back. */
         (void) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
         if (pw->pw_uid != 0 && setresuid(0, 0, 0) == 0) {
-                log_error("Still able to become root after switching to %s; refusing to run.", user);
+                log_error("Still able to become root after switching to %s; refusing to run.", pw->pw_name);
                 return -EPERM;
         }
-        log_info("Running as user %s (uid %u) with no capabilities.", user, (unsigned) pw->pw_uid);
+        log_info("Running as user %s (uid %u) with no capabilities.", pw->pw_name, (unsigned) pw->pw_uid);
         return 0;
 }
 
@@ -325,6 +321,25 @@ static int run(int argc, char *argv[]) {
         if (config_state_dir)
                 o.config.state_dir = config_state_dir;
 
+        /* The user to become is looked up while the user database is still readable. */
+        struct passwd user = {};
+        _cleanup_(freep) char *user_name = NULL;
+        o.config.state_owner = geteuid();
+        if (o.user) {
+                errno = 0;
+                struct passwd *pw = getpwnam(o.user);
+                if (!pw) {
+                        log_error("Cannot run as user %s: %s", o.user, errno ? strerror(errno) : "no such user");
+                        return 1;
+                }
+                user = *pw;
+                user_name = strdup(o.user);
+                if (!user_name)
+                        return 1;
+                user.pw_name = user_name;
+                o.config.state_owner = pw->pw_uid;
+        }
+
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
@@ -352,7 +367,7 @@ static int run(int argc, char *argv[]) {
         }
 
         /* Then, optionally, nothing of root at all; the bus sees who we really are. */
-        if (o.user && drop_privileges(o.user, o.config.state_dir) < 0) {
+        if (o.user && drop_privileges(&user, o.config.state_dir) < 0) {
                 manager_free(m);
                 return 1;
         }

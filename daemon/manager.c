@@ -49,11 +49,11 @@ int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config) {
         m->default_floor = config->default_floor;
         m->notify = getenv("NOTIFY_SOCKET") != NULL;
         m->effective = PMQOS_LATENCY_NONE;
-        m->max_per_connection = config->max_per_connection;
-        m->max_per_uid = config->max_per_uid;
-        m->max_timeout_sec = config->max_timeout_sec;
+        m->limits = config->limits;
+        m->state_owner = config->state_owner;
         store_init(&m->store, random_seed());
         hashmap_init(&m->clients, &hashmap_string_ops);
+        hashmap_init(&m->pending_by_uid, &hashmap_u32_ops);
 
         m->state_dir = strdup(config->state_dir);
         if (!m->state_dir || cpu_sink_init(&m->cpus, config->sysfs_root) < 0) {
@@ -72,7 +72,7 @@ int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config) {
         if (r >= 0)
                 r = sd_event_source_set_enabled(m->expiry_source, SD_EVENT_OFF);
         if (r >= 0)
-                r = auth_new(&m->auth, event);
+                r = auth_new(&m->auth, event, m->limits.max_polkit_in_flight);
         if (r < 0) {
                 log_error("Cannot set up the event loop: %s", strerror(-r));
                 manager_free(m);
@@ -104,6 +104,7 @@ Manager *manager_free(Manager *m) {
         store_done(&m->store);
         clients_free_all(m);
         auth_free(m->auth);
+        hashmap_clear(&m->pending_by_uid); /* every call ended with the clients */
         sd_event_source_disable_unref(m->expiry_source);
         sink_close(&m->sink);
         cpu_sink_done(&m->cpus);
@@ -136,7 +137,7 @@ int manager_load_state(Manager *m) {
         StateData d;
         int r;
 
-        r = state_dir_prepare(m->state_dir);
+        r = state_dir_prepare(m->state_dir, m->state_owner);
         if (r < 0) {
                 log_error("Cannot use state directory %s: %s", m->state_dir, strerror(-r));
                 return r;
@@ -306,12 +307,10 @@ void manager_emit_signals(Manager *m) {
         m->latency_changed = m->requests_changed = m->floor_changed = false;
 }
 
-void manager_set_limits(Manager *m, unsigned max_per_connection, unsigned max_per_uid, uint32_t max_timeout_sec,
-                        int32_t default_floor) {
-        /* Live requests above a new limit stay; only new ones are refused. */
-        m->max_per_connection = max_per_connection;
-        m->max_per_uid = max_per_uid;
-        m->max_timeout_sec = max_timeout_sec;
+void manager_set_limits(Manager *m, const Limits *limits, int32_t default_floor) {
+        /* Live requests and calls above a new limit stay; only new ones are refused. */
+        m->limits = *limits;
+        auth_set_max_in_flight(m->auth, limits->max_polkit_in_flight);
         m->default_floor = default_floor;
 
         int32_t old = m->floor;
@@ -332,7 +331,10 @@ void manager_set_limits(Manager *m, unsigned max_per_connection, unsigned max_pe
 
 int manager_attach_bus(Manager *m, sd_bus *bus) {
         m->bus = sd_bus_ref(bus);
-        int r = bus_upower_add(m);
+        int r = clients_watch(m);
+        if (r < 0)
+                return r;
+        r = bus_upower_add(m);
         if (r < 0)
                 return r;
         return bus_native_add(m);

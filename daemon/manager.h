@@ -5,9 +5,11 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "config.h"
 #include "cpu-sink.h"
 #include "hashmap.h"
 #include "sink.h"
@@ -20,18 +22,13 @@
 #define UPOWER_QOS_INTERFACE "org.freedesktop.UPower.QoS"
 #define PMQOS_INTERFACE "org.freedesktop.PMQoS"
 
-#define PMQOS_DEFAULT_MAX_PER_CONNECTION 64u
-#define PMQOS_DEFAULT_MAX_PER_UID 256u
-#define PMQOS_DEFAULT_MAX_TIMEOUT_SEC 86400u
-
 typedef struct ManagerConfig {
         const char *device;
         const char *state_dir;
         const char *sysfs_root;
-        unsigned max_per_connection;
-        unsigned max_per_uid;
-        uint32_t max_timeout_sec;
+        Limits limits;
         int32_t default_floor;
+        uid_t state_owner; /* who may own an existing state directory besides us: the --user */
 } ManagerConfig;
 
 typedef struct Auth Auth;
@@ -45,17 +42,20 @@ typedef struct Manager {
         CpuSink cpus;
         Auth *auth;
         char *state_dir;
+        uid_t state_owner;
         sd_event_source *expiry_source;
-        Hashmap clients; /* unique bus name → Client, for clients still on the bus */
+        Hashmap clients;               /* unique bus name → Client, for clients still on the bus */
+        Client *idle_head, *idle_tail; /* clients with nothing pending and no request, oldest first */
+        unsigned n_idle;
+        Hashmap pending_by_uid; /* uid → UidPending, for users with calls in progress */
+        unsigned n_pending;     /* calls in progress, all callers */
 
         int32_t floor;         /* the floor in force: admin_floor, else default_floor */
         int32_t admin_floor;   /* set over the bus, persisted; PMQOS_LATENCY_NONE if unset */
         int32_t default_floor; /* from the configuration file; PMQOS_LATENCY_NONE if unset */
         int32_t effective;     /* what the sink holds, as the API reports it */
 
-        unsigned max_per_connection;
-        unsigned max_per_uid;
-        uint32_t max_timeout_sec;
+        Limits limits;
 
         size_t reported_count; /* RequestCount as last announced */
         bool state_dirty;      /* persistent requests, floor or CPU originals changed */
@@ -93,8 +93,7 @@ static inline int32_t manager_floor(const Manager *m) {
         return m->admin_floor >= 0 ? m->admin_floor : m->default_floor;
 }
 
-/* Applies limits, maximum timeout and default floor (after a reload). */
-void manager_set_limits(Manager *m, unsigned max_per_connection, unsigned max_per_uid, uint32_t max_timeout_sec,
-                        int32_t default_floor);
+/* Applies limits and the default floor (after a reload). */
+void manager_set_limits(Manager *m, const Limits *limits, int32_t default_floor);
 
 int64_t now_realtime_usec(void);

@@ -25,11 +25,54 @@ Op *op_new(Manager *m, sd_bus_message *message, OpKind kind) {
         return op;
 }
 
+/* Calls in progress of one user, while it has any. */
+typedef struct UidPending {
+        uint32_t uid;
+        unsigned n;
+        bool interactive; /* a check of this user waits for a person at polkit's dialog */
+} UidPending;
+
+static UidPending *uid_pending(Manager *m, uid_t uid, bool create) {
+        uint32_t key = uid;
+        UidPending *p = hashmap_get(&m->pending_by_uid, &key);
+        if (p || !create)
+                return p;
+        p = calloc(1, sizeof(UidPending));
+        if (!p)
+                return NULL;
+        p->uid = uid;
+        if (hashmap_put(&m->pending_by_uid, &p->uid, p) < 0) {
+                free(p);
+                return NULL;
+        }
+        return p;
+}
+
+static void uid_release(Op *op) {
+        Manager *m = op->manager;
+        UidPending *p = op->charged_uid || op->holds_interactive ? uid_pending(m, op->client->uid, false) : NULL;
+        if (!p)
+                return;
+        if (op->holds_interactive)
+                p->interactive = false;
+        if (op->charged_uid)
+                p->n--;
+        op->charged_uid = op->holds_interactive = false;
+        if (p->n == 0 && !p->interactive)
+                free(hashmap_remove(&m->pending_by_uid, &p->uid));
+}
+
 Op *op_free(Op *op) {
         if (op) {
+                Client *c = op->client;
                 auth_query_cancel(op->auth_query);
+                if (c) {
+                        uid_release(op);
+                        op->manager->n_pending--;
+                        client_unwait(c, &op->waiter);
+                }
                 sd_bus_message_unref(op->message);
-                client_unref(op->client);
+                client_unref(c);
                 free(op->reason);
                 free(op->cpus);
                 free(op);
@@ -52,7 +95,7 @@ static bool check_limits(Op *op) {
 
         if (c->uid == 0)
                 return true;
-        if (c->owner.n_requests >= m->max_per_connection) {
+        if (c->owner.n_requests >= m->limits.max_per_connection) {
                 snprintf(msg, sizeof(msg),
                          "This connection already holds %u latency requests, the most one connection may hold.",
                          c->owner.n_requests);
@@ -60,7 +103,7 @@ static bool check_limits(Op *op) {
                 return false;
         }
         unsigned n_uid = store_count_uid(&m->store, c->uid);
-        if (n_uid >= m->max_per_uid) {
+        if (n_uid >= m->limits.max_per_uid) {
                 snprintf(msg, sizeof(msg), "User %u already holds %u latency requests, the most one user may hold.",
                          (unsigned) c->uid, n_uid);
                 op_reply_error(op, SD_BUS_ERROR_LIMITS_EXCEEDED, msg);
@@ -244,12 +287,6 @@ static void on_auth_result(AuthResult result, void *userdata) {
         Op *op = userdata;
 
         op->auth_query = NULL;
-        if (op->client->state == CLIENT_GONE) {
-                /* It left while polkit was thinking: nothing may be added for it. */
-                op_free(op);
-                return;
-        }
-
         switch (result) {
         case AUTH_ALLOWED:
                 op_execute(op);
@@ -265,20 +302,41 @@ static void on_auth_result(AuthResult result, void *userdata) {
         op_free(op);
 }
 
+/* What a new request of this kind needs: a long timeout is as good as
+ * persistent, so it needs what persistence needs. */
+static const char *request_action(const Manager *m, bool persistent, uint64_t timeout_usec) {
+        if (persistent || timeout_usec > (uint64_t) m->limits.max_unprivileged_timeout_sec * 1000000u)
+                return ACTION_REQUEST_LATENCY_PERSISTENT;
+        return ACTION_REQUEST_LATENCY;
+}
+
+static bool is_stricter(int32_t value, int32_t old) {
+        return value >= 0 && (old < 0 || value < old);
+}
+
 static const char *required_action(Op *op, bool *ret_unknown) {
+        const Manager *m = op->manager;
+
         *ret_unknown = false;
         switch (op->kind) {
         case OP_REQUEST:
-                return op->persistent ? ACTION_REQUEST_LATENCY_PERSISTENT : ACTION_REQUEST_LATENCY;
+                return request_action(m, op->persistent, op->timeout_usec);
         case OP_UPDATE:
         case OP_CANCEL: {
-                const Request *req = store_get(&op->manager->store, op->cookie);
+                const Request *req = store_get(&m->store, op->cookie);
                 if (!req) {
                         *ret_unknown = true;
                         return NULL;
                 }
                 /* The owner is the user who made it, whether or not it is still connected. */
-                return req->uid == op->client->uid ? NULL : ACTION_CANCEL_REQUEST;
+                if (req->uid != op->client->uid)
+                        return ACTION_CANCEL_REQUEST;
+                /* Tightening one's own bound is asking anew: authorized like a new request. */
+                if (op->kind == OP_UPDATE && is_stricter(op->value, req->value)) {
+                        int64_t left = req->expires_usec > 0 ? req->expires_usec - now_realtime_usec() : 0;
+                        return request_action(m, req->persistent, left > 0 ? (uint64_t) left : 0);
+                }
+                return NULL;
         }
         case OP_SET_FLOOR:
                 return ACTION_SET_MINIMUM_LATENCY;
@@ -287,8 +345,9 @@ static const char *required_action(Op *op, bool *ret_unknown) {
 }
 
 static void op_authorize(Op *op) {
+        Manager *m = op->manager;
         Client *c = op->client;
-        AuthResult result;
+        char msg[256];
         bool unknown;
 
         const char *action = required_action(op, &unknown);
@@ -308,36 +367,100 @@ static void op_authorize(Op *op) {
         }
 
         bool interactive = sd_bus_message_get_allow_interactive_authorization(op->message) > 0;
-        int r = auth_check(op->manager->auth, c->name, action, interactive, on_auth_result, op, &op->auth_query,
-                           &result);
+        if (interactive) {
+                /* A check waiting for a person holds polkit's answer for minutes:
+                 * one per user, so no user can crowd out the others. */
+                UidPending *p = uid_pending(m, c->uid, true);
+                if (!p || p->interactive) {
+                        snprintf(msg, sizeof(msg),
+                                 "An authentication of user %u is already in progress; answer or cancel it first.",
+                                 (unsigned) c->uid);
+                        op_reply_error(op, SD_BUS_ERROR_LIMITS_EXCEEDED, msg);
+                        op_free(op);
+                        return;
+                }
+                p->interactive = true;
+                op->holds_interactive = true;
+        }
+
+        int r = auth_check(m->auth, c->name, action, interactive, on_auth_result, op, &op->auth_query);
         if (r < 0) {
-                log_error("Cannot check authorization of %s for %s: %s", c->name, action, strerror(-r));
+                log_caller_warning("Cannot check authorization of %s for %s: %s", c->name, action, strerror(-r));
                 on_auth_result(AUTH_DENIED, op);
-        } else if (r == 0)
-                on_auth_result(result, op);
+        }
 }
 
-static void on_client_known(Client *c, void *userdata) {
+/* The caller's uid is known: count the call against it, then authorize. */
+static void on_client_event(Client *c, void *userdata) {
         Op *op = userdata;
+        Manager *m = op->manager;
+        char msg[256];
 
         if (c->state != CLIENT_READY) {
-                op_free(op); /* gone: nobody to reply to */
+                op_free(op); /* gone: nobody to reply to, nothing to do for it */
                 return;
+        }
+        if (c->uid != 0) {
+                UidPending *p = uid_pending(m, c->uid, true);
+                if (!p) {
+                        op_reply_error(op, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
+                        op_free(op);
+                        return;
+                }
+                if (p->n >= m->limits.max_pending_per_uid) {
+                        snprintf(msg, sizeof(msg),
+                                 "User %u already has %u calls in progress, the most one user may have.",
+                                 (unsigned) c->uid, p->n);
+                        op_reply_error(op, SD_BUS_ERROR_LIMITS_EXCEEDED, msg);
+                        op_free(op);
+                        return;
+                }
+                p->n++;
+                op->charged_uid = true;
         }
         op_authorize(op);
 }
 
+/* Refuses the call before it started: nothing of it is kept. */
+static int refuse(Op *op, const char *text) {
+        op_reply_error(op, SD_BUS_ERROR_LIMITS_EXCEEDED, text);
+        op_free(op);
+        return 1;
+}
+
 int op_start(Op *op) {
+        Manager *m = op->manager;
         const char *sender = sd_bus_message_get_sender(op->message);
         Client *c;
+        char msg[256];
 
-        int r = client_get(op->manager, sender, &c);
+        int r = client_get(m, sender, &c);
+        if (r == -EUSERS) {
+                snprintf(msg, sizeof(msg), "pmqosd already tracks %u connections, the most it tracks at once.",
+                         m->limits.max_clients);
+                return refuse(op, msg);
+        }
         if (r < 0) {
                 op_free(op);
                 return r;
         }
+        /* Root is exempt once known; until then every caller is bounded alike. */
+        bool root = c->state == CLIENT_READY && c->uid == 0;
+        if (!root && m->n_pending >= m->limits.max_pending) {
+                snprintf(msg, sizeof(msg), "pmqosd has %u calls in progress, the most it takes at once; retry later.",
+                         m->n_pending);
+                return refuse(op, msg);
+        }
+        if (!root && c->n_waiters >= m->limits.max_pending_per_connection) {
+                snprintf(msg, sizeof(msg),
+                         "This connection already has %u calls in progress, the most one connection may have.",
+                         c->n_waiters);
+                return refuse(op, msg);
+        }
+
         op->client = client_ref(c);
-        op->waiter = (ClientWaiter){ .callback = on_client_known, .userdata = op };
+        m->n_pending++;
+        op->waiter = (ClientWaiter){ .callback = on_client_event, .userdata = op };
         client_wait(c, &op->waiter);
         return 1;
 }

@@ -25,6 +25,8 @@ typedef struct Op {
         Client *client;
         ClientWaiter waiter;
         AuthQuery *auth_query;
+        bool charged_uid;       /* counted in the caller's UidPending */
+        bool holds_interactive; /* the caller's one interactive check */
 
         /* Arguments, validated before the op starts. */
         QosType type;

@@ -18,20 +18,41 @@
 #define STATE_NAME "state"
 #define STATE_TMP_NAME ".state.tmp"
 
-int state_dir_prepare(const char *dir) {
+int state_dir_prepare(const char *dir, uid_t owner) {
         char probe[4096];
+        struct stat st;
 
         if (mkdir(dir, 0700) < 0 && errno != EEXIST)
                 return -errno;
-        struct stat st;
-        if (stat(dir, &st) < 0)
-                return -errno;
-        if (!S_ISDIR(st.st_mode))
-                return -ENOTDIR;
+        /* Never through a symbolic link, and only a directory that nobody
+         * else could have prepared for us. */
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0) {
+                int r = -errno;
+                if (r == -ELOOP || r == -ENOTDIR)
+                        log_error("State directory %s is not a directory (a symbolic link?); refusing it.", dir);
+                return r;
+        }
+        int r = fstat(dfd, &st) < 0 ? -errno : 0;
+        close(dfd);
+        if (r < 0)
+                return r;
+        if (st.st_uid != geteuid() && st.st_uid != owner) {
+                log_error("State directory %s belongs to uid %u, not to pmqosd (uid %u%s); refusing it. Remove it or "
+                          "chown it to pmqosd's user.",
+                          dir, (unsigned) st.st_uid, (unsigned) geteuid(), owner != geteuid() ? " or its --user" : "");
+                return -EPERM;
+        }
+        if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+                log_error("State directory %s is writable by group or others (mode %04o); refusing it. Make it 0700.",
+                          dir, (unsigned) (st.st_mode & 07777));
+                return -EPERM;
+        }
 
         /* access() says yes to root even on a read-only mount: really try. */
         snprintf(probe, sizeof(probe), "%s/%s", dir, STATE_TMP_NAME);
-        int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        (void) unlink(probe);
+        int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
         close(fd);
@@ -39,10 +60,38 @@ int state_dir_prepare(const char *dir) {
         return 0;
 }
 
-static int read_file(const char *path, char **ret, size_t *ret_len) {
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
+int state_hand_over(const char *dir, uid_t uid, gid_t gid) {
+        struct stat st;
+
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
                 return -errno;
+        int r = fchown(dfd, uid, gid) < 0 ? -errno : 0;
+        if (r < 0) {
+                close(dfd);
+                return r;
+        }
+        /* Whatever "state" is now, it is changed only through a descriptor of
+         * a regular file with one link: never a symlink, FIFO or hard link. */
+        int fd = openat(dfd, STATE_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        close(dfd);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (fstat(fd, &st) < 0)
+                r = -errno;
+        else if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
+                r = -EPERM;
+        else if (fchown(fd, uid, gid) < 0)
+                r = -errno;
+        close(fd);
+        return r;
+}
+
+static int read_file(const char *path, char **ret, size_t *ret_len) {
+        /* O_NONBLOCK: a FIFO in its place must not hang the start. */
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+        if (fd < 0)
+                return errno == ELOOP ? -EBADMSG : -errno;
 
         struct stat st;
         if (fstat(fd, &st) < 0) {
@@ -134,7 +183,9 @@ int state_save(const char *dir, const char *data, size_t len) {
         snprintf(tmp, sizeof(tmp), "%s/%s", dir, STATE_TMP_NAME);
         snprintf(path, sizeof(path), "%s/%s", dir, STATE_NAME);
 
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        /* A fresh file: whatever had that name (a link planted there) is not written through. */
+        (void) unlink(tmp);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
         for (size_t done = 0; done < len;) {

@@ -4,11 +4,18 @@
 #pragma once
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "state-file.h"
 
-/* Creates dir (0700) if missing and checks that we can write into it. */
-int state_dir_prepare(const char *dir);
+/* Creates dir (0700) if missing and checks that we can write into it. An
+ * existing dir must be a real directory owned by us or by owner (the user
+ * we will run as), not writable by group or others; else -EPERM, logged. */
+int state_dir_prepare(const char *dir, uid_t owner);
+
+/* Gives dir and dir/state to uid:gid through descriptors (no symlink, FIFO
+ * or hard link is followed), before pmqosd becomes that user. */
+int state_hand_over(const char *dir, uid_t uid, gid_t gid);
 
 /* Loads dir/state. A missing file gives empty data. A damaged one is logged
  * with the reason, moved aside as state.corrupt-<time>, and gives empty data. */

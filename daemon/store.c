@@ -282,6 +282,8 @@ int store_add(Store *s, Request *r, RequestOwner *owner) {
 }
 
 void store_remove(Store *s, Request *r) {
+        RequestOwner *owner = r->owner;
+
         hashmap_remove(&s->by_cookie, &r->cookie);
         place_value(s, r, PMQOS_LATENCY_NONE);
         if (heap_contains(&r->expiry_node))
@@ -299,6 +301,8 @@ void store_remove(Store *s, Request *r) {
                 s->all_tail = r->all_prev;
 
         request_free(r);
+        if (owner && owner->n_requests == 0 && owner->emptied)
+                owner->emptied(owner);
 }
 
 int store_update(Store *s, Request *r, int32_t value) {

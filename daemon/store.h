@@ -40,11 +40,15 @@ typedef struct CpuNode {
 } CpuNode;
 
 /* Everything one bus connection holds; embedded in that connection's record. */
-typedef struct RequestOwner {
+typedef struct RequestOwner RequestOwner;
+struct RequestOwner {
         const char *name; /* the owner's unique bus name, shown as each request's "sender" */
         Request *head;
         unsigned n_requests;
-} RequestOwner;
+        /* Called when store_remove() took the owner's last request (also
+         * from store_drop_owner()); may be NULL. */
+        void (*emptied)(RequestOwner *o);
+};
 
 struct Request {
         uint32_t cookie;

@@ -13,15 +13,20 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-        Config c = { .max_per_connection = 64, .max_per_uid = 256, .max_timeout_sec = 86400, .default_floor = -1 };
+        Config c = { .limits = LIMITS_DEFAULT, .default_floor = -1 };
         unsigned set = 0;
         char err[512] = "";
 
         int r = config_parse("fuzz.conf", (const char *) data, size, &c, &set, err, sizeof(err));
         if (r == -EINVAL && strncmp(err, "fuzz.conf", 9) != 0)
                 abort();
-        if (r == 0 && (c.max_per_connection < 1 || c.max_per_uid < 1 || c.max_timeout_sec < 1 || c.default_floor < -1 ||
-                       c.default_floor > PMQOS_LATENCY_MAX_US || (c.state_dir && c.state_dir[0] != '/')))
+        const Limits *l = &c.limits;
+        if (r == 0 &&
+            (l->max_per_connection < 1 || l->max_per_uid < 1 || l->max_timeout_sec < 1 ||
+             l->max_unprivileged_timeout_sec < 1 || l->max_pending_per_connection < 1 || l->max_pending_per_uid < 1 ||
+             l->max_pending < 1 || l->max_polkit_in_flight < 1 || l->max_polkit_in_flight > POLKIT_IN_FLIGHT_CEILING ||
+             l->max_clients < 1 || c.default_floor < -1 || c.default_floor > PMQOS_LATENCY_MAX_US ||
+             (c.state_dir && c.state_dir[0] != '/')))
                 abort();
         config_done(&c);
         return 0;

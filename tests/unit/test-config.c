@@ -11,17 +11,14 @@
 #include "unit.h"
 
 static Config defaults(void) {
-        return (Config){ .max_per_connection = 64,
-                         .max_per_uid = 256,
-                         .max_timeout_sec = 86400,
-                         .default_floor = PMQOS_LATENCY_NONE };
+        return (Config){ .limits = LIMITS_DEFAULT, .default_floor = PMQOS_LATENCY_NONE };
 }
 
 /* The numeric settings still hold what defaults() put there. */
 static void check_numbers_are_defaults(const Config *c) {
-        ck_assert_uint_eq(c->max_per_connection, 64);
-        ck_assert_uint_eq(c->max_per_uid, 256);
-        ck_assert_uint_eq(c->max_timeout_sec, 86400);
+        ck_assert_uint_eq(c->limits.max_per_connection, 64);
+        ck_assert_uint_eq(c->limits.max_per_uid, 256);
+        ck_assert_uint_eq(c->limits.max_timeout_sec, 86400);
         ck_assert_int_eq(c->default_floor, PMQOS_LATENCY_NONE);
 }
 
@@ -62,9 +59,9 @@ START_TEST(test_every_key) {
                          0);
         ck_assert_uint_eq(set, CONFIG_SET_MAX_PER_CONNECTION | CONFIG_SET_MAX_PER_UID | CONFIG_SET_MAX_TIMEOUT |
                                        CONFIG_SET_DEFAULT_FLOOR | CONFIG_SET_STATE_DIR);
-        ck_assert_uint_eq(c.max_per_connection, 8);
-        ck_assert_uint_eq(c.max_per_uid, 100000000);
-        ck_assert_uint_eq(c.max_timeout_sec, 1);
+        ck_assert_uint_eq(c.limits.max_per_connection, 8);
+        ck_assert_uint_eq(c.limits.max_per_uid, 100000000);
+        ck_assert_uint_eq(c.limits.max_timeout_sec, 1);
         ck_assert_int_eq(c.default_floor, 0);
         ck_assert_str_eq(c.state_dir, "/run/pmqos");
 
@@ -73,7 +70,7 @@ START_TEST(test_every_key) {
         ck_assert_int_eq(parse("DefaultMinimumLatency=none\n", &c, &set, err, sizeof(err)), 0);
         ck_assert_uint_eq(set, CONFIG_SET_DEFAULT_FLOOR);
         ck_assert_int_eq(c.default_floor, PMQOS_LATENCY_NONE);
-        ck_assert_uint_eq(c.max_per_connection, 8);
+        ck_assert_uint_eq(c.limits.max_per_connection, 8);
         ck_assert_ptr_null(c.state_dir);
         config_done(&c);
 }
