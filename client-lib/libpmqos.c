@@ -516,7 +516,16 @@ _public_ void pmqos_request_info_free(pmqos_request_info *infos, size_t n) {
         free(infos);
 }
 
+/* What a listing from the broker may hold at most: more is a broken or
+ * hostile broker, refused rather than followed into memory. */
+#define LIST_ENTRIES_MAX 100000u
+#define LIST_CPUS_MAX 8192u /* the kernel's NR_CPUS ceiling */
+
+static const char *const info_keys[] = { "cookie", "type",    "value",      "uid",     "pid",  "exec",
+                                         "reason", "created", "persistent", "expires", "cpus", "sender" };
+
 static int read_info(sd_bus_message *m, pmqos_request_info *info) {
+        unsigned seen = 0;
         int r;
 
         r = sd_bus_message_enter_container(m, 'a', "{sv}");
@@ -527,6 +536,12 @@ static int read_info(sd_bus_message *m, pmqos_request_info *info) {
                 r = sd_bus_message_read(m, "s", &key);
                 if (r < 0)
                         return r;
+                for (unsigned i = 0; i < sizeof(info_keys) / sizeof(info_keys[0]); i++)
+                        if (strcmp(key, info_keys[i]) == 0) {
+                                if (seen & (1u << i))
+                                        return -EBADMSG; /* a key twice: the first value would leak */
+                                seen |= 1u << i;
+                        }
                 if (strcmp(key, "cookie") == 0)
                         r = sd_bus_message_read(m, "v", "u", &info->cookie);
                 else if (strcmp(key, "value") == 0)
@@ -554,6 +569,8 @@ static int read_info(sd_bus_message *m, pmqos_request_info *info) {
                         r = sd_bus_message_enter_container(m, 'v', "au");
                         if (r >= 0)
                                 r = sd_bus_message_read_array(m, 'u', &data, &size);
+                        if (r >= 0 && size / sizeof(uint32_t) > LIST_CPUS_MAX)
+                                r = -EBADMSG;
                         if (r >= 0 && size > 0) {
                                 info->cpus = malloc(size);
                                 if (!info->cpus)
@@ -575,6 +592,8 @@ static int read_info(sd_bus_message *m, pmqos_request_info *info) {
         }
         if (r < 0)
                 return r;
+        if (!(seen & 1u)) /* no cookie: not a request */
+                return -EBADMSG;
         if (!info->exec)
                 info->exec = strdup("");
         if (!info->reason)
@@ -606,6 +625,10 @@ _public_ int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size
                 r = sd_bus_message_at_end(reply, false);
                 if (r != 0)
                         break;
+                if (n >= LIST_ENTRIES_MAX) {
+                        r = -E2BIG;
+                        break;
+                }
                 if (n == cap) {
                         cap = cap ? cap * 2 : 16;
                         pmqos_request_info *p = realloc(infos, cap * sizeof(pmqos_request_info));

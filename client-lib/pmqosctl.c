@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cpu-list.h"
+#include "text.h"
 #include "pmqos.h"
 
 #define EXIT_REFUSED 1
@@ -43,13 +44,22 @@ static int bad_option(const char *verb, int argc, char *argv[]) {
         return usage_error(verb, "unknown option or missing value in \"%s\"", arg);
 }
 
+/* Text from the broker made safe for a terminal: control characters and
+ * invalid UTF-8 escaped as \\xNN, as pmqosd does with command lines. */
+static char *term_text(const char *s) {
+        size_t len = strlen(s);
+        return text_clean(s, len, 4 * len + 8);
+}
+
 static int broker_error(pmqos_client *c, const char *what, int r) {
         const char *msg = c ? pmqos_client_last_error(c) : NULL;
         if (r == -ECONNREFUSED && !msg)
                 msg = "pmqosd is not running";
         else if (r == -EHOSTDOWN)
                 msg = "the system bus is not available";
-        fprintf(stderr, "pmqosctl: %s: %s\n", what, msg ?: strerror(-r));
+        char *clean = term_text(msg ?: strerror(-r));
+        fprintf(stderr, "pmqosctl: %s: %s\n", what, clean ?: "(out of memory)");
+        free(clean);
         return EXIT_REFUSED;
 }
 
@@ -185,17 +195,46 @@ static int verb_status(int argc, char *argv[]) {
 
 /* ---- list ---- */
 
+/* Valid UTF-8 JSON whatever the broker sent: every control character (C0,
+ * DEL, C1) as \\uXXXX, a byte of no valid sequence as U+FFFD. */
 static void json_string(const char *s) {
         putchar('"');
-        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
-                if (*p == '"' || *p == '\\')
-                        printf("\\%c", *p);
-                else if (*p < 0x20)
-                        printf("\\u%04x", *p);
+        for (size_t i = 0, len = strlen(s); i < len;) {
+                unsigned char ch = (unsigned char) s[i];
+                size_t k = 1;
+                while (k < 4 && i + k < len && !utf8_is_valid(s + i, k))
+                        k++;
+                if (!utf8_is_valid(s + i, k)) {
+                        fputs("\\ufffd", stdout);
+                        i++;
+                        continue;
+                }
+                if (ch == '"' || ch == '\\')
+                        printf("\\%c", ch);
+                else if (ch < 0x20 || ch == 0x7f)
+                        printf("\\u%04x", ch);
+                else if (k == 2 && ch == 0xc2 && (unsigned char) s[i + 1] < 0xa0)
+                        printf("\\u%04x", (unsigned char) s[i + 1]); /* C1: U+0080 … U+009F */
                 else
-                        putchar(*p);
+                        fwrite(s + i, 1, k, stdout);
+                i += k;
         }
         putchar('"');
+}
+
+/* Display columns of UTF-8 text: one per character (escaped text has no
+ * control characters left). */
+static int text_columns(const char *s) {
+        int n = 0;
+        for (const unsigned char *p = (const unsigned char *) s; *p; p++)
+                n += (*p & 0xc0) != 0x80;
+        return n;
+}
+
+static void print_padded(const char *s, int width) {
+        fputs(s, stdout);
+        for (int n = text_columns(s); n < width; n++)
+                putchar(' ');
 }
 
 static void cpus_text(const pmqos_request_info *r, char *buf, size_t size) {
@@ -207,6 +246,60 @@ static void cpus_text(const pmqos_request_info *r, char *buf, size_t size) {
         }
         for (size_t i = 0; i < r->n_cpus && len + 12 < size; i++)
                 len += (size_t) snprintf(buf + len, size - len, "%s%" PRIu32, i ? "," : "", r->cpus[i]);
+}
+
+/* Column widths from the data, counted in characters (not bytes: "µs"), so
+ * the table lines up for people; reason and command escaped. */
+static void print_table(const pmqos_request_info *infos, size_t n) {
+        int w_cookie = 6, w_value = 5, w_uid = 3, w_pid = 3, w_cpus = 4, w_reason = 6;
+        char buf[256];
+        for (size_t i = 0; i < n; i++) {
+                int k;
+                if ((k = snprintf(buf, sizeof(buf), "%" PRIu32, infos[i].cookie)) > w_cookie)
+                        w_cookie = k;
+                format_usec(infos[i].value, buf, sizeof(buf));
+                if ((k = text_columns(buf)) > w_value)
+                        w_value = k;
+                if ((k = snprintf(buf, sizeof(buf), "%" PRIu32, infos[i].uid)) > w_uid)
+                        w_uid = k;
+                if ((k = snprintf(buf, sizeof(buf), "%" PRIu32, infos[i].pid)) > w_pid)
+                        w_pid = k;
+                cpus_text(&infos[i], buf, sizeof(buf));
+                if ((k = (int) strlen(buf)) > w_cpus)
+                        w_cpus = k;
+        }
+        for (size_t i = 0; i < n; i++) {
+                char *reason = term_text(infos[i].reason[0] ? infos[i].reason : "-");
+                int k = reason ? text_columns(reason) : 0;
+                if (k > w_reason)
+                        w_reason = k < 32 ? k : 32;
+                free(reason);
+        }
+        printf("%-*s ", w_cookie, "COOKIE");
+        print_padded("VALUE", w_value);
+        printf(" %-*s %-*s %-10s %-*s ", w_uid, "UID", w_pid, "PID", "LIFETIME", w_cpus, "CPUS");
+        print_padded("REASON", w_reason);
+        printf(" COMMAND\n");
+        time_t now = time(NULL);
+        for (size_t i = 0; i < n; i++) {
+                const pmqos_request_info *q = &infos[i];
+                char value[32], life[32], cpus[256];
+                format_usec(q->value, value, sizeof(value));
+                if (q->expires_usec > 0)
+                        snprintf(life, sizeof(life), "%llds%s", (long long) (q->expires_usec / 1000000 - now),
+                                 q->persistent ? "+p" : "");
+                else
+                        snprintf(life, sizeof(life), "%s", q->persistent ? "persistent" : "client");
+                cpus_text(q, cpus, sizeof(cpus));
+                char *reason = term_text(q->reason[0] ? q->reason : "-"), *exec = term_text(q->exec);
+                printf("%-*" PRIu32 " ", w_cookie, q->cookie);
+                print_padded(value, w_value);
+                printf(" %-*" PRIu32 " %-*" PRIu32 " %-10s %-*s ", w_uid, q->uid, w_pid, q->pid, life, w_cpus, cpus);
+                print_padded(reason ?: "?", w_reason);
+                printf(" %s\n", exec ?: "?");
+                free(reason);
+                free(exec);
+        }
 }
 
 static int verb_list(int argc, char *argv[]) {
@@ -264,42 +357,7 @@ static int verb_list(int argc, char *argv[]) {
                 }
                 printf("%s]\n", n ? "\n" : "");
         } else {
-                /* Column widths from the data, so the table lines up for people. */
-                int w_cookie = 6, w_value = 5, w_uid = 3, w_pid = 3, w_cpus = 4;
-                char buf[256];
-                for (size_t i = 0; i < n; i++) {
-                        int k;
-                        if ((k = snprintf(buf, sizeof(buf), "%" PRIu32, infos[i].cookie)) > w_cookie)
-                                w_cookie = k;
-                        format_usec(infos[i].value, buf, sizeof(buf));
-                        if ((k = (int) strlen(buf) - 1) > w_value) /* "µ" is two bytes, one column */
-                                w_value = k;
-                        if ((k = snprintf(buf, sizeof(buf), "%" PRIu32, infos[i].uid)) > w_uid)
-                                w_uid = k;
-                        if ((k = snprintf(buf, sizeof(buf), "%" PRIu32, infos[i].pid)) > w_pid)
-                                w_pid = k;
-                        cpus_text(&infos[i], buf, sizeof(buf));
-                        if ((k = (int) strlen(buf)) > w_cpus)
-                                w_cpus = k;
-                }
-                printf("%-*s %-*s %-*s %-*s %-10s %-*s %-16s %s\n", w_cookie, "COOKIE", w_value, "VALUE", w_uid, "UID",
-                       w_pid, "PID", "LIFETIME", w_cpus, "CPUS", "REASON", "COMMAND");
-                time_t now = time(NULL);
-                for (size_t i = 0; i < n; i++) {
-                        const pmqos_request_info *q = &infos[i];
-                        char value[32], life[32], cpus[256];
-                        format_usec(q->value, value, sizeof(value));
-                        if (q->expires_usec > 0)
-                                snprintf(life, sizeof(life), "%llds%s", (long long) (q->expires_usec / 1000000 - now),
-                                         q->persistent ? "+p" : "");
-                        else
-                                snprintf(life, sizeof(life), "%s", q->persistent ? "persistent" : "client");
-                        cpus_text(q, cpus, sizeof(cpus));
-                        int pad = w_value + (strstr(value, "µ") ? 1 : 0);
-                        printf("%-*" PRIu32 " %-*s %-*" PRIu32 " %-*" PRIu32 " %-10s %-*s %-16s %s\n", w_cookie,
-                               q->cookie, pad, value, w_uid, q->uid, w_pid, q->pid, life, w_cpus, cpus,
-                               q->reason[0] ? q->reason : "-", q->exec);
-                }
+                print_table(infos, n);
         }
         pmqos_request_info_free(infos, n);
         pmqos_client_free(client);

@@ -92,12 +92,12 @@ Manager *manager_free(Manager *m) {
                 int r = cpu_sink_restore_all(&m->cpus);
                 if (r < 0)
                         log_error("Cannot restore every CPU's pm_qos_resume_latency_us: %s", strerror(-r));
-                m->state_dirty = true;
+                m->originals_dirty = true;
         }
-        if (m->state_dirty && m->state_dir) {
+        if ((m->state_dirty || m->originals_dirty) && m->state_dir) {
                 TextBuffer b = {};
                 if (state_serialize(&m->store, m->admin_floor, NULL, 0, &b) >= 0)
-                        (void) state_save(m->state_dir, b.data, b.len);
+                        (void) state_save(m->state_dir, b.data, b.len, m->state_dirty);
                 free(b.data);
         }
 
@@ -121,7 +121,7 @@ int manager_save_state(Manager *m) {
         TextBuffer b = {};
         int r = state_serialize(&m->store, m->admin_floor, m->cpus.originals, m->cpus.n_originals, &b);
         if (r >= 0)
-                r = state_save(m->state_dir, b.data, b.len);
+                r = state_save(m->state_dir, b.data, b.len, m->state_dirty);
         free(b.data);
         if (r < 0) {
                 /* Keep serving from memory; the next change tries again. */
@@ -129,8 +129,24 @@ int manager_save_state(Manager *m) {
                           m->state_dir, strerror(-r));
                 return r;
         }
-        m->state_dirty = false;
+        m->state_dirty = m->originals_dirty = false;
         return 0;
+}
+
+/* A saved per-CPU request naming a CPU that is gone or offline now is kept
+ * (listed, cancellable, saved again) but bounds nothing until the next
+ * start finds its CPUs: it must not stop pmqosd from starting. */
+static void mark_if_cpus_gone(Manager *m, Request *req) {
+        for (size_t i = 0; i < req->n_cpus; i++) {
+                int r = cpu_sink_check_cpu(&m->cpus, req->cpus[i]);
+                if (r < 0) {
+                        req->inactive = true;
+                        log_warning("Saved request %" PRIu32 " names CPU %" PRIu32 ", which is %s; keeping it, "
+                                    "inactive, until a start finds that CPU.",
+                                    req->cookie, req->cpus[i], r == -EHOSTDOWN ? "offline" : "absent");
+                        return;
+                }
+        }
 }
 
 int manager_load_state(Manager *m) {
@@ -156,7 +172,7 @@ int manager_load_state(Manager *m) {
                 else
                         log_info("Restored the per-CPU latency values of %zu CPU(s) left by the previous run.",
                                  d.n_originals);
-                m->state_dirty = true;
+                m->originals_dirty = true;
         }
 
         int64_t now = now_realtime_usec();
@@ -169,6 +185,7 @@ int manager_load_state(Manager *m) {
                         m->state_dirty = true;
                         continue; /* ended while we were down */
                 }
+                mark_if_cpus_gone(m, req);
                 if (store_get(&m->store, req->cookie) || store_add(&m->store, req, NULL) < 0)
                         continue;
                 d.requests[i] = NULL;
@@ -215,8 +232,10 @@ static int commit_cpus(Manager *m) {
                         remembered = true;
                 }
         }
-        if (remembered)
+        if (remembered) {
+                m->originals_dirty = true;
                 (void) manager_save_state(m);
+        }
 
         for (uint32_t cpu = 0; cpu < m->store.n_cpu_heaps; cpu++) {
                 int32_t target = effective_latency(store_cpu_min(&m->store, cpu), m->floor);
@@ -226,7 +245,7 @@ static int commit_cpus(Manager *m) {
                 if (r < 0)
                         return r;
                 if (target < 0)
-                        m->state_dirty = true; /* an original went back and is forgotten */
+                        m->originals_dirty = true; /* an original went back and is forgotten */
         }
         return 0;
 }
@@ -250,7 +269,7 @@ int manager_commit(Manager *m) {
         }
 
         arm_expiry(m);
-        if (m->state_dirty)
+        if (m->state_dirty || m->originals_dirty)
                 (void) manager_save_state(m);
         return 0;
 }

@@ -58,7 +58,9 @@ typedef struct Manager {
         Limits limits;
 
         size_t reported_count; /* RequestCount as last announced */
-        bool state_dirty;      /* persistent requests, floor or CPU originals changed */
+        bool state_dirty;      /* persistent requests or the floor changed: saved durably */
+        bool originals_dirty;  /* only CPU originals changed: they mean nothing after a reboot, so the
+                                * save needs no fsync of the directory */
 
         bool latency_changed; /* signals owed for the change being committed */
         bool requests_changed;

@@ -5,6 +5,8 @@
 
 #include "state-file.h"
 
+#include "text.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -157,8 +159,18 @@ static int parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret) {
         return 0;
 }
 
+/* The command line as a listing shows it: cleaned like one read from /proc. */
+static int set_exec(Request *r, const char *val) {
+        char *clean = text_clean(val, strlen(val), PMQOS_EXEC_MAX);
+        if (!clean)
+                return -ENOMEM;
+        r->exec = shared_string_new(clean);
+        free(clean);
+        return r->exec ? 0 : -ENOMEM;
+}
+
 static int parse_cpus(char *s, Request *r) {
-        uint32_t cpus[256];
+        uint32_t cpus[PMQOS_CPUS_MAX]; /* as many as a request may name */
         size_t n = 0;
 
         if (!*s)
@@ -268,15 +280,20 @@ static int parse_request(char *fields, Request **ret, const char **why) {
                         break;
                 case F_EXEC:
                         k = unescape(val);
-                        if (k >= 0 && val[0] && !(r->exec = shared_string_new(val)))
-                                k = -ENOMEM;
+                        if (k >= 0 && val[0])
+                                k = set_exec(r, val);
                         break;
                 case F_REASON:
                         k = unescape(val);
                         if (k >= 0 && strlen(val) > STATE_REASON_MAX)
                                 k = -EINVAL;
-                        if (k >= 0 && val[0] && !(r->reason = strdup(val)))
-                                k = -ENOMEM;
+                        /* A file edited by hand may hold anything: the bus takes only UTF-8. */
+                        if (k >= 0 && val[0])
+                                k = (r->reason = utf8_is_valid(val, strlen(val))
+                                                         ? strdup(val)
+                                                         : text_clean(val, strlen(val), STATE_REASON_MAX))
+                                            ? 0
+                                            : -ENOMEM;
                         break;
                 }
                 if (k < 0) {

@@ -176,7 +176,7 @@ int state_load(const char *dir, StateData *ret) {
         return r;
 }
 
-int state_save(const char *dir, const char *data, size_t len) {
+int state_save(const char *dir, const char *data, size_t len, bool durable) {
         char tmp[4096], path[4096];
         int r = 0;
 
@@ -209,6 +209,10 @@ int state_save(const char *dir, const char *data, size_t len) {
                 return r;
         }
 
+        /* Without it a power cut may bring back the previous file, which is
+         * whole: fine when what changed is lost with a reboot anyway. */
+        if (!durable)
+                return 0;
         int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
                 return -errno;

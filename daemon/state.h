@@ -3,6 +3,7 @@
  * never silently discard a damaged file. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -21,5 +22,6 @@ int state_hand_over(const char *dir, uid_t uid, gid_t gid);
  * with the reason, moved aside as state.corrupt-<time>, and gives empty data. */
 int state_load(const char *dir, StateData *ret);
 
-/* Writes dir/state atomically: temp file, fsync, rename, fsync of dir. */
-int state_save(const char *dir, const char *data, size_t len);
+/* Writes dir/state atomically: temp file, fsync, rename, and — when durable —
+ * fsync of dir, so that the new file survives a power cut. */
+int state_save(const char *dir, const char *data, size_t len, bool durable);

@@ -145,7 +145,7 @@ static int cpu_heaps_grow(Store *s, uint32_t cpu) {
 static int reserve_value_heaps(Store *s, const Request *r, int32_t value) {
         int k;
 
-        if (value < 0)
+        if (value < 0 || r->inactive)
                 return 0;
         if (r->n_cpus == 0)
                 return heap_contains(&r->value_node) ? 0 : heap_reserve(&s->values);
@@ -175,6 +175,8 @@ static void place_in_heap(Heap *h, HeapNode *node, int32_t value) {
 }
 
 static void place_value(Store *s, Request *r, int32_t value) {
+        if (r->inactive)
+                value = PMQOS_LATENCY_NONE;
         if (r->n_cpus == 0)
                 place_in_heap(&s->values, &r->value_node, value);
         else

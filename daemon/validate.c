@@ -68,6 +68,11 @@ static int option_error(ValidationError *err, const char *key, const char *probl
         return fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS, "Option \"", key, problem);
 }
 
+static int cmp_u32(const void *a, const void *b) {
+        uint32_t x = *(const uint32_t *) a, y = *(const uint32_t *) b;
+        return x < y ? -1 : x > y;
+}
+
 static int read_cpus(sd_bus_message *m, RequestOptions *o, ValidationError *err) {
         const void *data;
         size_t size;
@@ -90,6 +95,13 @@ static int read_cpus(sd_bus_message *m, RequestOptions *o, ValidationError *err)
                 if (!o->cpus)
                         return -ENOMEM;
                 memcpy(o->cpus, data, size);
+                /* Sorted and unique here, before anything looks at sysfs for them. */
+                qsort(o->cpus, n, sizeof(uint32_t), cmp_u32);
+                size_t k = 1;
+                for (size_t i = 1; i < n; i++)
+                        if (o->cpus[i] != o->cpus[k - 1])
+                                o->cpus[k++] = o->cpus[i];
+                n = k;
         }
         o->n_cpus = n;
         return 0;

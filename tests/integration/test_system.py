@@ -86,6 +86,7 @@ class TestInstall(BrokerTestCase):
         m = re.search(r"Overall exposure level for pmqosd.service: ([\d.]+) (\w+)", r.stdout)
         self.assertIsNotNone(m, r.stdout + r.stderr)
         self.assertIn(m.group(2), ("OK", "SAFE"), m.group(0))
+        self.assertLessEqual(float(m.group(1)), 1.5, m.group(0))
 
     def test_policy_and_bus_files_validate(self):
         r = run("xmllint", "--noout", "--dtdvalid", "/usr/share/polkit-1/policyconfig-1.dtd",
