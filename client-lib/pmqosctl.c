@@ -248,6 +248,21 @@ static void cpus_text(const pmqos_request_info *r, char *buf, size_t size) {
                 len += (size_t) snprintf(buf + len, size - len, "%s%" PRIu32, i ? "," : "", r->cpus[i]);
 }
 
+/* The table shows at most REASON_COLUMNS characters of a reason ("…" marks
+ * the cut); --json has all of it. */
+#define REASON_COLUMNS 40
+
+static char *table_reason(const char *reason) {
+        char *t = term_text(reason[0] ? reason : "-");
+        if (!t || text_columns(t) <= REASON_COLUMNS)
+                return t;
+        char *p = t;
+        for (int n = 0; n < REASON_COLUMNS - 1; p++)
+                n += (p[1] & 0xc0) != 0x80;
+        strcpy(p, "\u2026");
+        return t;
+}
+
 /* Column widths from the data, counted in characters (not bytes: "µs"), so
  * the table lines up for people; reason and command escaped. */
 static void print_table(const pmqos_request_info *infos, size_t n) {
@@ -269,10 +284,10 @@ static void print_table(const pmqos_request_info *infos, size_t n) {
                         w_cpus = k;
         }
         for (size_t i = 0; i < n; i++) {
-                char *reason = term_text(infos[i].reason[0] ? infos[i].reason : "-");
+                char *reason = table_reason(infos[i].reason);
                 int k = reason ? text_columns(reason) : 0;
                 if (k > w_reason)
-                        w_reason = k < 32 ? k : 32;
+                        w_reason = k;
                 free(reason);
         }
         printf("%-*s ", w_cookie, "COOKIE");
@@ -291,7 +306,7 @@ static void print_table(const pmqos_request_info *infos, size_t n) {
                 else
                         snprintf(life, sizeof(life), "%s", q->persistent ? "persistent" : "client");
                 cpus_text(q, cpus, sizeof(cpus));
-                char *reason = term_text(q->reason[0] ? q->reason : "-"), *exec = term_text(q->exec);
+                char *reason = table_reason(q->reason), *exec = term_text(q->exec);
                 printf("%-*" PRIu32 " ", w_cookie, q->cookie);
                 print_padded(value, w_value);
                 printf(" %-*" PRIu32 " %-*" PRIu32 " %-10s %-*s ", w_uid, q->uid, w_pid, q->pid, life, w_cpus, cpus);

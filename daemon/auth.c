@@ -20,6 +20,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "hashmap.h"
 #include "log.h"
 
 /* polkitd answers a non-interactive check in milliseconds; past this it is
@@ -42,8 +43,16 @@ struct AuthQuery {
         AuthQuery *next;                  /* in the result queue */
         AuthQuery *live_prev, *live_next; /* main thread: every query not yet delivered */
         bool waiting;                     /* main thread: not yet handed to polkit */
+        bool in_flight;                   /* main thread: handed to polkit, not yet answered */
+        uint32_t owner;                   /* the caller's uid, for fair turns */
         AuthQuery *wait_prev, *wait_next;
 };
+
+/* Checks of one user that polkitd has at once. */
+typedef struct OwnerCount {
+        uint32_t owner;
+        unsigned n;
+} OwnerCount;
 
 struct Auth {
         sd_event_source *event_source;
@@ -65,6 +74,7 @@ struct Auth {
          * max_in_flight; the rest wait here, first come first served. */
         unsigned n_in_flight, max_in_flight;
         AuthQuery *wait_head, *wait_tail;
+        Hashmap in_flight_by_owner; /* uid → OwnerCount, while it has checks at polkitd */
 };
 
 static AuthQuery *query_free(AuthQuery *q) {
@@ -230,16 +240,61 @@ static void wait_unlink(Auth *a, AuthQuery *q) {
         q->waiting = false;
 }
 
-static void dispatch(Auth *a, AuthQuery *q) {
-        a->n_in_flight++;
-        g_main_context_invoke(a->context, thread_start_check, q);
+static unsigned owner_in_flight(Auth *a, uint32_t owner) {
+        const OwnerCount *c = hashmap_get(&a->in_flight_by_owner, &owner);
+        return c ? c->n : 0;
 }
 
+static int dispatch(Auth *a, AuthQuery *q) {
+        OwnerCount *c = hashmap_get(&a->in_flight_by_owner, &q->owner);
+        if (!c) {
+                c = calloc(1, sizeof(OwnerCount));
+                if (!c)
+                        return -ENOMEM;
+                c->owner = q->owner;
+                if (hashmap_put(&a->in_flight_by_owner, &c->owner, c) < 0) {
+                        free(c);
+                        return -ENOMEM;
+                }
+        }
+        c->n++;
+        q->in_flight = true;
+        a->n_in_flight++;
+        g_main_context_invoke(a->context, thread_start_check, q);
+        return 0;
+}
+
+static void answered(Auth *a, AuthQuery *q) {
+        OwnerCount *c = hashmap_get(&a->in_flight_by_owner, &q->owner);
+        if (c && --c->n == 0)
+                free(hashmap_remove(&a->in_flight_by_owner, &q->owner));
+        q->in_flight = false;
+        a->n_in_flight--;
+}
+
+static bool may_dispatch(Auth *a, uint32_t owner) {
+        return a->n_in_flight < a->max_in_flight && owner_in_flight(a, owner) < AUTH_IN_FLIGHT_PER_OWNER;
+}
+
+/* First come, first served, but a user with AUTH_IN_FLIGHT_PER_OWNER checks
+ * at polkitd waits while others go: one user's flood queues behind itself. */
 static void dispatch_waiting(Auth *a) {
-        while (a->wait_head && a->n_in_flight < a->max_in_flight) {
-                AuthQuery *q = a->wait_head;
+        for (AuthQuery *q = a->wait_head, *next; q && a->n_in_flight < a->max_in_flight; q = next) {
+                next = q->wait_next;
+                if (owner_in_flight(a, q->owner) >= AUTH_IN_FLIGHT_PER_OWNER)
+                        continue;
                 wait_unlink(a, q);
-                dispatch(a, q);
+                if (dispatch(a, q) < 0) {
+                        /* Out of memory: it waits again, at the front. */
+                        q->waiting = true;
+                        q->wait_next = a->wait_head;
+                        if (a->wait_head)
+                                a->wait_head->wait_prev = q;
+                        else
+                                a->wait_tail = q;
+                        a->wait_head = q;
+                        return;
+                }
         }
 }
 
@@ -258,7 +313,7 @@ static int on_results(sd_event_source *s, int fd, uint32_t revents, void *userda
         while (q) {
                 AuthQuery *next = q->next;
                 live_unlink(a, q);
-                a->n_in_flight--;
+                answered(a, q);
                 if (!q->cancelled)
                         q->callback(q->result, q->userdata);
                 query_free(q);
@@ -276,6 +331,7 @@ int auth_new(Auth **ret, sd_event *event, unsigned max_in_flight) {
                 return -ENOMEM;
         g_mutex_init(&a->lock);
         a->max_in_flight = max_in_flight > 0 ? max_in_flight : 1;
+        hashmap_init(&a->in_flight_by_owner, &hashmap_u32_ops);
 
         a->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (a->efd < 0) {
@@ -334,6 +390,10 @@ Auth *auth_free(Auth *a) {
         sd_event_source_disable_unref(a->event_source);
         close(a->efd);
         g_mutex_clear(&a->lock);
+        OwnerCount *c;
+        for (size_t i = 0; hashmap_next(&a->in_flight_by_owner, &i, (void **) &c);)
+                free(c);
+        hashmap_clear(&a->in_flight_by_owner);
         free(a);
         return NULL;
 }
@@ -343,12 +403,13 @@ void auth_set_max_in_flight(Auth *a, unsigned max_in_flight) {
         dispatch_waiting(a);
 }
 
-int auth_check(Auth *a, const char *bus_name, const char *action, bool interactive, AuthCallback callback,
-               void *userdata, AuthQuery **ret_query) {
+int auth_check(Auth *a, uint32_t owner, const char *bus_name, const char *action, bool interactive,
+               AuthCallback callback, void *userdata, AuthQuery **ret_query) {
         AuthQuery *q = calloc(1, sizeof(AuthQuery));
         if (!q)
                 return -ENOMEM;
         q->auth = a;
+        q->owner = owner;
         q->bus_name = strdup(bus_name);
         q->action = strdup(action);
         q->interactive = interactive;
@@ -365,9 +426,7 @@ int auth_check(Auth *a, const char *bus_name, const char *action, bool interacti
                 a->live->live_prev = q;
         a->live = q;
 
-        if (a->n_in_flight < a->max_in_flight)
-                dispatch(a, q);
-        else {
+        if (!may_dispatch(a, owner) || dispatch(a, q) < 0) {
                 q->waiting = true;
                 q->wait_prev = a->wait_tail;
                 if (a->wait_tail)

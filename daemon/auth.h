@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <systemd/sd-event.h>
 
 #define ACTION_REQUEST_LATENCY "org.freedesktop.pmqos.request-latency"
@@ -27,11 +28,14 @@ int auth_new(Auth **ret, sd_event *event, unsigned max_in_flight);
 Auth *auth_free(Auth *a);
 void auth_set_max_in_flight(Auth *a, unsigned max_in_flight);
 
-/* Asks whether the peer with unique name bus_name may perform action.
+/* Checks of one user (owner) that polkitd is given at once; more wait. */
+#define AUTH_IN_FLIGHT_PER_OWNER 4u
+
+/* Asks whether the peer with unique name bus_name, of user owner, may perform action.
  * Returns 0 when callback will be called later, from the event loop (unless
  * the query is cancelled first), or a negative errno. */
-int auth_check(Auth *a, const char *bus_name, const char *action, bool interactive, AuthCallback callback,
-               void *userdata, AuthQuery **ret_query);
+int auth_check(Auth *a, uint32_t owner, const char *bus_name, const char *action, bool interactive,
+               AuthCallback callback, void *userdata, AuthQuery **ret_query);
 
 /* The callback will not run; a check still waiting for its turn is dropped
  * at once, one polkitd has is cancelled there. NULL-safe; returns NULL. */

@@ -269,7 +269,7 @@ static int drop_privileges(const struct passwd *pw, const char *state_dir) {
         int r = state_hand_over(state_dir, pw->pw_uid, pw->pw_gid);
         if (r < 0) {
                 log_error("Cannot hand %s to user %s: %s", state_dir, pw->pw_name,
-                          r == -EPERM ? "its state file is not a plain file with one link" : strerror(-r));
+                          r == -EMLINK ? "its state file is not a plain file with one link" : strerror(-r));
                 return r;
         }
         /* Needs CAP_SETPCAP; where it is missing the uid change below still

@@ -48,7 +48,7 @@ typedef struct Manager {
         Client *idle_head, *idle_tail; /* clients with nothing pending and no request, oldest first */
         unsigned n_idle;
         Hashmap pending_by_uid; /* uid → UidPending, for users with calls in progress */
-        unsigned n_pending;     /* calls in progress, all callers */
+        unsigned n_pending;     /* calls in progress of callers other than root, once their uid is known */
 
         int32_t floor;         /* the floor in force: admin_floor, else default_floor */
         int32_t admin_floor;   /* set over the bus, persisted; PMQOS_LATENCY_NONE if unset */

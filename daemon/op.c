@@ -67,8 +67,9 @@ Op *op_free(Op *op) {
                 Client *c = op->client;
                 auth_query_cancel(op->auth_query);
                 if (c) {
+                        if (op->charged_uid)
+                                op->manager->n_pending--;
                         uid_release(op);
-                        op->manager->n_pending--;
                         client_unwait(c, &op->waiter);
                 }
                 sd_bus_message_unref(op->message);
@@ -383,7 +384,7 @@ static void op_authorize(Op *op) {
                 op->holds_interactive = true;
         }
 
-        int r = auth_check(m->auth, c->name, action, interactive, on_auth_result, op, &op->auth_query);
+        int r = auth_check(m->auth, c->uid, c->name, action, interactive, on_auth_result, op, &op->auth_query);
         if (r < 0) {
                 log_caller_warning("Cannot check authorization of %s for %s: %s", c->name, action, strerror(-r));
                 on_auth_result(AUTH_DENIED, op);
@@ -407,16 +408,26 @@ static void on_client_event(Client *c, void *userdata) {
                         op_free(op);
                         return;
                 }
-                if (p->n >= m->limits.max_pending_per_uid) {
+                if (p->n >= m->limits.max_pending_per_uid)
                         snprintf(msg, sizeof(msg),
                                  "User %u already has %u calls in progress, the most one user may have.",
                                  (unsigned) c->uid, p->n);
+                else if (m->n_pending >= m->limits.max_pending)
+                        snprintf(msg, sizeof(msg),
+                                 "pmqosd has %u calls in progress, the most it takes at once; retry later.",
+                                 m->n_pending);
+                else {
+                        p->n++;
+                        m->n_pending++;
+                        op->charged_uid = true;
+                }
+                if (!op->charged_uid) {
                         op_reply_error(op, SD_BUS_ERROR_LIMITS_EXCEEDED, msg);
+                        if (p->n == 0 && !p->interactive)
+                                free(hashmap_remove(&m->pending_by_uid, &p->uid));
                         op_free(op);
                         return;
                 }
-                p->n++;
-                op->charged_uid = true;
         }
         op_authorize(op);
 }
@@ -444,13 +455,10 @@ int op_start(Op *op) {
                 op_free(op);
                 return r;
         }
-        /* Root is exempt once known; until then every caller is bounded alike. */
+        /* Root is exempt once known; until then every connection is bounded
+         * alike. The per-user and global bounds apply once the uid is known
+         * (on_client_event()), so a flood cannot lock root out. */
         bool root = c->state == CLIENT_READY && c->uid == 0;
-        if (!root && m->n_pending >= m->limits.max_pending) {
-                snprintf(msg, sizeof(msg), "pmqosd has %u calls in progress, the most it takes at once; retry later.",
-                         m->n_pending);
-                return refuse(op, msg);
-        }
         if (!root && c->n_waiters >= m->limits.max_pending_per_connection) {
                 snprintf(msg, sizeof(msg),
                          "This connection already has %u calls in progress, the most one connection may have.",
@@ -459,7 +467,6 @@ int op_start(Op *op) {
         }
 
         op->client = client_ref(c);
-        m->n_pending++;
         op->waiter = (ClientWaiter){ .callback = on_client_event, .userdata = op };
         client_wait(c, &op->waiter);
         return 1;

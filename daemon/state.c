@@ -62,28 +62,30 @@ int state_dir_prepare(const char *dir, uid_t owner) {
 
 int state_hand_over(const char *dir, uid_t uid, gid_t gid) {
         struct stat st;
+        int r = 0;
 
         int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dfd < 0)
                 return -errno;
-        int r = fchown(dfd, uid, gid) < 0 ? -errno : 0;
-        if (r < 0) {
-                close(dfd);
-                return r;
-        }
-        /* Whatever "state" is now, it is changed only through a descriptor of
-         * a regular file with one link: never a symlink, FIFO or hard link. */
+        /* The file first: once the directory is the user's, root without
+         * CAP_DAC_OVERRIDE (the unit's case) cannot look into it. Whatever
+         * "state" is now, it is changed only through a descriptor of a regular
+         * file with one link: never a symlink, FIFO or hard link. */
         int fd = openat(dfd, STATE_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0 && errno != ENOENT)
+                r = -errno;
+        else if (fd >= 0) {
+                if (fstat(fd, &st) < 0)
+                        r = -errno;
+                else if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
+                        r = -EMLINK;
+                else if (fchown(fd, uid, gid) < 0)
+                        r = -errno;
+                close(fd);
+        }
+        if (r == 0 && fchown(dfd, uid, gid) < 0)
+                r = -errno;
         close(dfd);
-        if (fd < 0)
-                return errno == ENOENT ? 0 : -errno;
-        if (fstat(fd, &st) < 0)
-                r = -errno;
-        else if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
-                r = -EPERM;
-        else if (fchown(fd, uid, gid) < 0)
-                r = -errno;
-        close(fd);
         return r;
 }
 

@@ -15,7 +15,7 @@
 int state_dir_prepare(const char *dir, uid_t owner);
 
 /* Gives dir and dir/state to uid:gid through descriptors (no symlink, FIFO
- * or hard link is followed), before pmqosd becomes that user. */
+ * or hard link is followed: -EMLINK), before pmqosd becomes that user. */
 int state_hand_over(const char *dir, uid_t uid, gid_t gid);
 
 /* Loads dir/state. A missing file gives empty data. A damaged one is logged

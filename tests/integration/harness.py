@@ -35,6 +35,7 @@ SOURCE_ROOT = os.environ.get(
 )
 PMQOSD = os.environ.get("PMQOSD", os.path.join(SOURCE_ROOT, "build", "daemon", "pmqosd"))
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer.py")
+ATTACKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attacker.py")
 
 IS_ROOT = os.geteuid() == 0
 
@@ -111,6 +112,7 @@ class PrivateBus:
         # Peers may run as other users: give them a copy they can read whatever
         # the permissions of the source tree.
         self.helper = shutil.copy(HELPER, self.dir)
+        self.attacker = shutil.copy(ATTACKER, self.dir)
         config = os.path.join(self.dir, "bus.conf")
         with open(config, "w") as f:
             f.write(BUS_CONFIG.format(socket=self.socket, policy_dir=policy_dir, extra=extra_config))
