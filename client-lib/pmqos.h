@@ -122,7 +122,12 @@ typedef struct pmqos_request_info {
         size_t n_cpus;
 } pmqos_request_info;
 
-/* All live requests of every client. Free with pmqos_request_info_free(). */
+/* All live requests of every client. Free with pmqos_request_info_free().
+ * A listing that is not one the broker sends (an entry without "cookie" or
+ * with a key twice: -EBADMSG) or one too large to be real (more than 100,000
+ * entries: -E2BIG; more than 8192 CPUs in an entry: -EBADMSG) is refused
+ * whole, so a hostile process that took the broker's name cannot make the
+ * caller leak or grow without bound. */
 int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n);
 void pmqos_request_info_free(pmqos_request_info *infos, size_t n);
 

@@ -81,3 +81,9 @@ void log_caller_warning(const char *fmt, ...) {
         va_end(ap);
         pthread_mutex_unlock(&caller_lock);
 }
+
+void log_caller_age(unsigned sec) {
+        pthread_mutex_lock(&caller_lock);
+        caller_limit.window_start -= sec;
+        pthread_mutex_unlock(&caller_lock);
+}

@@ -20,3 +20,5 @@ void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define LOG_CALLER_BURST 20u
 #define LOG_CALLER_INTERVAL_SEC 10u
 void log_caller_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* For tests: moves the current window sec seconds into the past. */
+void log_caller_age(unsigned sec);

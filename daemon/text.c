@@ -56,17 +56,19 @@ static bool is_control(uint32_t cp) {
 
 char *text_clean(const char *s, size_t len, size_t max) {
         static const char ellipsis[] = "\xe2\x80\xa6"; /* … */
+        const size_t ell = sizeof(ellipsis) - 1;
         const unsigned char *p = (const unsigned char *) s;
-        char *out;
-        size_t j = 0;
+        size_t j = 0, cut = SIZE_MAX;
 
         if (max < 8)
                 max = 8;
-        out = malloc(max + 1);
+        /* Every input byte becomes at most 4 ("\xNN"). */
+        if (len > (SIZE_MAX - 1) / 4)
+                return NULL;
+        char *out = malloc((4 * len > max ? 4 * len : max) + 1);
         if (!out)
                 return NULL;
 
-        /* Invariant: j <= max - 3, so the ellipsis always fits. */
         for (size_t i = 0; i < len;) {
                 char piece[16];
                 size_t n = 0;
@@ -83,16 +85,17 @@ char *text_clean(const char *s, size_t len, size_t max) {
                         memcpy(piece, p + i, k);
                         n = k;
                 }
-
-                bool last = i + k >= len;
-                if (j + n > (last ? max : max - (sizeof(ellipsis) - 1))) {
-                        memcpy(out + j, ellipsis, sizeof(ellipsis) - 1);
-                        j += sizeof(ellipsis) - 1;
-                        break;
-                }
+                /* Where the text ends, with the ellipsis, if it turns out too long:
+                 * between two pieces, so no character or escape is cut in half. */
+                if (cut == SIZE_MAX && j + n > max - ell)
+                        cut = j;
                 memcpy(out + j, piece, n);
                 j += n;
                 i += k;
+        }
+        if (j > max) {
+                memcpy(out + cut, ellipsis, ell);
+                j = cut + ell;
         }
         out[j] = 0;
         return out;

@@ -98,6 +98,42 @@ static const struct {
         { "[other]\n", ":1: expected Key=Value" },
 };
 
+START_TEST(test_bounds_on_callers) {
+        Config c = defaults();
+        unsigned set = 0;
+        char err[512] = "";
+
+        ck_assert_int_eq(parse("MaxUnprivilegedTimeoutSec=60\n"
+                               "MaxPendingPerConnection=3\n"
+                               "MaxPendingPerUser=7\n"
+                               "MaxPending=99\n"
+                               "MaxPolkitChecksInFlight=100\n"
+                               "MaxClients=12\n",
+                               &c, &set, err, sizeof(err)),
+                         0);
+        ck_assert_uint_eq(set, CONFIG_SET_MAX_UNPRIVILEGED_TIMEOUT | CONFIG_SET_MAX_PENDING_PER_CONNECTION |
+                                       CONFIG_SET_MAX_PENDING_PER_UID | CONFIG_SET_MAX_PENDING |
+                                       CONFIG_SET_MAX_POLKIT_IN_FLIGHT | CONFIG_SET_MAX_CLIENTS);
+        ck_assert_uint_eq(c.limits.max_unprivileged_timeout_sec, 60);
+        ck_assert_uint_eq(c.limits.max_pending_per_connection, 3);
+        ck_assert_uint_eq(c.limits.max_pending_per_uid, 7);
+        ck_assert_uint_eq(c.limits.max_pending, 99);
+        ck_assert_uint_eq(c.limits.max_polkit_in_flight, 100);
+        ck_assert_uint_eq(c.limits.max_clients, 12);
+        ck_assert_uint_eq(c.limits.max_per_connection, 64); /* untouched */
+
+        /* polkitd's answers share one connection that dbus-daemon lets wait for
+         * 128 replies: more than 100 in flight is refused. */
+        ck_assert_int_eq(parse("MaxPolkitChecksInFlight=101\n", &c, &set, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "/etc/pmqos/pmqosd.conf:1: MaxPolkitChecksInFlight: invalid value \"101\", expected a "
+                              "number from 1 to 100");
+        ck_assert_int_eq(parse("MaxClients=0\n", &c, &set, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(parse("MaxPendingPerUser=-1\n", &c, &set, err, sizeof(err)), -EINVAL);
+        ck_assert_uint_eq(c.limits.max_polkit_in_flight, 100); /* nothing of a refused file kept */
+        config_done(&c);
+}
+END_TEST
+
 START_TEST(test_bad_file_refused_whole) {
         Config c = defaults();
         c.state_dir = strdup("/var/lib/pmqos");
@@ -141,6 +177,7 @@ int main(void) {
         TCase *tc = tcase_create("parse");
         tcase_add_test(tc, test_shipped_file_is_the_defaults);
         tcase_add_test(tc, test_every_key);
+        tcase_add_test(tc, test_bounds_on_callers);
         tcase_add_loop_test(tc, test_bad_file_refused_whole, 0, (int) (sizeof(bad) / sizeof(bad[0])));
         tcase_add_test(tc, test_binary_and_oversized_files);
         suite_add_tcase(s, tc);

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Unit test of the rate limit on lines a caller can cause: a flood gives
+ * LOG_CALLER_BURST lines, then one line counting what was suppressed. */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "unit.h"
+
+/* Runs f with stderr going to a file; returns what it wrote. */
+static char *capture(void (*f)(void)) {
+        FILE *tmp = tmpfile();
+        ck_assert_ptr_nonnull(tmp);
+        fflush(stderr);
+        int saved = dup(STDERR_FILENO);
+        dup2(fileno(tmp), STDERR_FILENO);
+        f();
+        fflush(stderr);
+        dup2(saved, STDERR_FILENO);
+        close(saved);
+        long n = ftell(tmp);
+        char *buf = calloc(1, (size_t) n + 1);
+        rewind(tmp);
+        ck_assert_uint_eq(fread(buf, 1, (size_t) n, tmp), (size_t) n);
+        fclose(tmp);
+        return buf;
+}
+
+static unsigned count(const char *text, const char *what) {
+        unsigned n = 0;
+        for (const char *p = text; (p = strstr(p, what)); p++)
+                n++;
+        return n;
+}
+
+static void flood(void) {
+        for (int i = 0; i < 1000; i++)
+                log_caller_warning("caller %d failed", i);
+}
+
+static void next_window(void) {
+        log_caller_age(LOG_CALLER_INTERVAL_SEC);
+        log_caller_warning("caller after the flood");
+}
+
+START_TEST(test_flood_is_cut) {
+        char *out = capture(flood);
+        ck_assert_uint_eq(count(out, "\n"), LOG_CALLER_BURST);
+        ck_assert_uint_eq(count(out, "caller 0 failed"), 1);
+        ck_assert_uint_eq(count(out, "caller 20 failed"), 0);
+        free(out);
+
+        /* The next window says how many went unsaid, then logs again. */
+        out = capture(next_window);
+        ck_assert_uint_eq(count(out, "Suppressed 980 similar messages"), 1);
+        ck_assert_uint_eq(count(out, "caller after the flood"), 1);
+        ck_assert_uint_eq(count(out, "\n"), 2);
+        free(out);
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("log");
+        TCase *tc = tcase_create("log");
+        tcase_add_test(tc, test_flood_is_cut);
+        suite_add_tcase(s, tc);
+        return unit_run(s, CK_NOFORK);
+}
