@@ -564,8 +564,8 @@ static int read_info(sd_bus_message *m, pmqos_request_info *info) {
                         if (r >= 0 && !(*target = strdup(s)))
                                 r = -ENOMEM;
                 } else if (strcmp(key, "cpus") == 0) {
-                        const void *data;
-                        size_t size;
+                        const void *data = NULL;
+                        size_t size = 0;
                         r = sd_bus_message_enter_container(m, 'v', "au");
                         if (r >= 0)
                                 r = sd_bus_message_read_array(m, 'u', &data, &size);

@@ -98,6 +98,9 @@ static void check_idle(Client *c) {
 
         if (c->state != CLIENT_READY || c->idle || c->n_waiters > 0 || c->owner.n_requests > 0)
                 return;
+        /* Room first: the oldest goes, never c itself. */
+        if (m->n_idle >= CLIENT_IDLE_MAX)
+                client_forget(m->idle_head);
         c->idle = true;
         c->idle_next = NULL;
         c->idle_prev = m->idle_tail;
@@ -106,8 +109,7 @@ static void check_idle(Client *c) {
         else
                 m->idle_head = c;
         m->idle_tail = c;
-        if (++m->n_idle > CLIENT_IDLE_MAX)
-                client_forget(m->idle_head);
+        m->n_idle++;
 }
 
 static void on_owner_emptied(RequestOwner *o) {

@@ -20,17 +20,17 @@ void config_done(Config *c) {
 
 typedef struct NumberKey {
         const char *key;
+        const char *expect;
         size_t offset; /* in Limits */
-        bool is_u32;
         long long min, max;
         unsigned bit;
-        const char *expect;
+        bool is_u32;
 } NumberKey;
 
 #define COUNT_KEY(name, field, bit, max) \
-        { name, offsetof(Limits, field), false, 1, max, bit, "a number from 1 to " #max }
+        { name, "a number from 1 to " #max, offsetof(Limits, field), 1, max, bit, false }
 #define SECONDS_KEY(name, field, bit) \
-        { name, offsetof(Limits, field), true, 1, 100000000, bit, "seconds, from 1 to 100000000" }
+        { name, "seconds, from 1 to 100000000", offsetof(Limits, field), 1, 100000000, bit, true }
 
 /* The table is the list of keys: pmqosd.conf(5) documents each. */
 static const NumberKey number_keys[] = {

@@ -305,7 +305,7 @@ static int on_bus_disconnected(sd_bus_message *message, void *userdata, sd_bus_e
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
-        Manager *m = NULL;
+        _cleanup_(manager_freep) Manager *m = NULL;
         Options o;
         sigset_t mask;
         int r;
@@ -323,7 +323,6 @@ static int run(int argc, char *argv[]) {
 
         /* The user to become is looked up while the user database is still readable. */
         struct passwd user = {};
-        _cleanup_(freep) char *user_name = NULL;
         o.config.state_owner = geteuid();
         if (o.user) {
                 errno = 0;
@@ -332,11 +331,8 @@ static int run(int argc, char *argv[]) {
                         log_error("Cannot run as user %s: %s", o.user, errno ? strerror(errno) : "no such user");
                         return 1;
                 }
-                user = *pw;
-                user_name = strdup(o.user);
-                if (!user_name)
-                        return 1;
-                user.pw_name = user_name;
+                /* Only what drop_privileges() needs; the name is argv's, which lives on. */
+                user = (struct passwd){ .pw_name = (char *) o.user, .pw_uid = pw->pw_uid, .pw_gid = pw->pw_gid };
                 o.config.state_owner = pw->pw_uid;
         }
 
@@ -361,21 +357,16 @@ static int run(int argc, char *argv[]) {
 
         /* The kernel gets the saved bounds before any client can ask. */
         r = manager_load_state(m);
-        if (r < 0) {
-                manager_free(m);
+        if (r < 0)
                 return 1;
-        }
 
         /* Then, optionally, nothing of root at all; the bus sees who we really are. */
-        if (o.user && drop_privileges(&user, o.config.state_dir) < 0) {
-                manager_free(m);
+        if (o.user && drop_privileges(&user, o.config.state_dir) < 0)
                 return 1;
-        }
 
         r = sd_bus_open_system(&bus);
         if (r < 0) {
                 log_error("Cannot connect to the system bus: %s", strerror(-r));
-                manager_free(m);
                 return 1;
         }
         r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
@@ -393,7 +384,6 @@ static int run(int argc, char *argv[]) {
         r = manager_attach_bus(m, bus);
         if (r < 0) {
                 log_error("Cannot export the D-Bus objects: %s", strerror(-r));
-                manager_free(m);
                 return 1;
         }
 
@@ -401,7 +391,6 @@ static int run(int argc, char *argv[]) {
         if (r < 0) {
                 log_error("Cannot own %s on the system bus: %s%s", PMQOS_BUS_NAME, strerror(-r),
                           r == -EEXIST ? " (is another pmqosd running?)" : "");
-                manager_free(m);
                 return 1;
         }
 
@@ -424,7 +413,7 @@ static int run(int argc, char *argv[]) {
         (void) sd_notify(false, "READY=1");
         r = sd_event_loop(event);
         (void) sd_notify(false, "STOPPING=1");
-        manager_free(m);
+        m = manager_free(m); /* per-CPU values restored before the bus goes */
         if (r < 0) {
                 log_error("Event loop failed: %s", strerror(-r));
                 return 1;

@@ -77,6 +77,9 @@ int manager_attach_bus(Manager *m, sd_bus *bus);
  * floor, and brings the kernel to them: before the bus name is taken. */
 int manager_load_state(Manager *m);
 Manager *manager_free(Manager *m);
+static inline void manager_freep(Manager **m) {
+        manager_free(*m);
+}
 
 /* Recomputes the effective values and brings the kernel (device and CPUs) to
  * them, then saves state if persistent data changed. On failure the caller

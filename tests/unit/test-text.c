@@ -25,16 +25,16 @@ START_TEST(test_utf8_validity) {
         } cases[] = {
                 { "", true },
                 { "plain ascii", true },
-                { "\xc3\xa9t\xc3\xa9", true },         /* été */
-                { "\xe2\x80\xa6", true },              /* … */
-                { "\xf0\x9f\x8e\xb5", true },          /* a 4-byte character */
-                { "\xff", false },                     /* never in UTF-8 */
-                { "\xc3", false },                     /* cut short */
-                { "\xc0\xaf", false },                 /* overlong "/" */
-                { "\xe0\x80\xaf", false },             /* overlong, 3 bytes */
-                { "\xed\xa0\x80", false },             /* a surrogate */
-                { "\xf4\x90\x80\x80", false },         /* beyond U+10FFFF */
-                { "\xc3\xa9\x80", false },             /* a stray continuation byte */
+                { "\xc3\xa9t\xc3\xa9", true }, /* été */
+                { "\xe2\x80\xa6", true },      /* … */
+                { "\xf0\x9f\x8e\xb5", true },  /* a 4-byte character */
+                { "\xff", false },             /* never in UTF-8 */
+                { "\xc3", false },             /* cut short */
+                { "\xc0\xaf", false },         /* overlong "/" */
+                { "\xe0\x80\xaf", false },     /* overlong, 3 bytes */
+                { "\xed\xa0\x80", false },     /* a surrogate */
+                { "\xf4\x90\x80\x80", false }, /* beyond U+10FFFF */
+                { "\xc3\xa9\x80", false },     /* a stray continuation byte */
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
                 ck_assert_msg(utf8_is_valid(cases[i].s, strlen(cases[i].s)) == cases[i].valid, "case %zu", i);
