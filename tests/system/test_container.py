@@ -1,0 +1,356 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The container tier: pmqos as a system installs it (prefix /usr,
+sysconfdir /etc), under a real systemd as PID 1 in a systemd-nspawn
+container with the real /dev/cpu_dma_latency bound in, the real dbus-daemon
+and polkitd. Proves the shipped unit, activation file, sysusers entry, bus
+policy and polkit files work together with the sandbox enforced.
+
+One container is booted for the whole module (about a second); each test
+starts from pmqosd stopped and its state removed. Needs root,
+systemd-nspawn and debootstrap; says so and skips otherwise."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+SOURCE_ROOT = os.environ.get("PMQOS_SOURCE_ROOT",
+                             os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+DEVICE = "/dev/cpu_dma_latency"
+LATENCY_MAX = 2000000000
+BUS = "org.freedesktop.PMQoS"
+PATH = "/org/freedesktop/PMQoS"
+NATIVE = "org.freedesktop.PMQoS"
+QOS = "org.freedesktop.UPower.QoS"
+MEMBER, PLAIN = "pmqos-c-member", "pmqos-c-plain"
+
+container = None
+
+
+def why_not():
+    if os.geteuid() != 0:
+        return "not root"
+    for tool in ("systemd-nspawn", "debootstrap", "nsenter"):
+        if not shutil.which(tool):
+            return "%s is not installed (Debian: systemd-container, debootstrap, util-linux)" % tool
+    if not os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        return "no unified cgroup hierarchy"
+    if not os.path.exists(DEVICE):
+        return "no %s" % DEVICE
+    return None
+
+
+def kernel():
+    fd = os.open(DEVICE, os.O_RDONLY)
+    try:
+        return struct.unpack("=i", os.pread(fd, 4, 0))[0]
+    finally:
+        os.close(fd)
+
+
+def wait_for(pred, timeout=20.0, interval=0.05, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+class Container:
+    def __init__(self):
+        t0 = time.monotonic()
+        self.tree = subprocess.run([os.path.join(SOURCE_ROOT, "tests", "system", "make-tree")], check=True,
+                                   stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
+        self.tree_seconds = time.monotonic() - t0
+        self.work = tempfile.mkdtemp(prefix="pmqos-system-")
+        t0 = time.monotonic()
+        self.install_tree = self.install()
+        self.build_seconds = time.monotonic() - t0
+        self.cgroup = "/sys/fs/cgroup/pmqos-system-%d" % os.getpid()
+        os.mkdir(self.cgroup)
+        env = dict(os.environ, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY="1", SYSTEMD_NSPAWN_API_VFS_WRITABLE="1")
+        self.log = open(os.path.join(self.work, "nspawn.log"), "w")
+        # nspawn makes sub-cgroups of its own: give it one to itself.
+        self.nspawn = subprocess.Popen(
+            ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.cgroup,
+             "systemd-nspawn", "-q", "-D", self.tree, "--volatile=overlay", "--boot", "--register=no",
+             "--keep-unit", "--system-call-filter=bpf", "--bind=%s" % DEVICE,
+             "--bind-ro=%s:/pmqos-install" % self.install_tree, "--machine=pmqos-system",
+             "--console=pipe"],
+            env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
+        t0 = time.monotonic()
+        self.pid1 = wait_for(self.find_init, what="the container's systemd")
+        wait_for(lambda: self.sh("systemctl is-system-running 2>/dev/null || true").stdout.strip()
+                         in ("running", "degraded") and "up", timeout=60, what="the container to boot")
+        self.boot_seconds = time.monotonic() - t0
+        self.prepare()
+
+    def install(self):
+        build = os.path.join(self.work, "build")
+        dest = os.path.join(self.work, "dest")
+        subprocess.run(["meson", "setup", build, SOURCE_ROOT, "--prefix=/usr", "--sysconfdir=/etc",
+                        "--libexecdir=lib/pmqos", "--buildtype=debugoptimized", "-Dtests=false"],
+                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["ninja", "-C", build], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["meson", "install", "-C", build, "--no-rebuild", "--quiet", "--destdir", dest], check=True,
+                       stdout=subprocess.DEVNULL)
+        return dest
+
+    def find_init(self):
+        # The container's PID 1 is nspawn's child.
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % pid) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError):
+                continue
+            if ppid == self.nspawn.pid:
+                return int(pid)
+        if self.nspawn.poll() is not None:
+            raise AssertionError("systemd-nspawn exited:\n" + self.output())
+        return None
+
+    def output(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()
+
+    def sh(self, script, check=False, timeout=60):
+        """A shell command inside the container (all namespaces; not under
+        nspawn's seccomp filter: systemd-run there runs under the manager's)."""
+        r = subprocess.run(["nsenter", "-t", str(self.pid1), "-a", "/bin/sh", "-c", script],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError("%r failed (%d):\n%s%s" % (script, r.returncode, r.stdout, r.stderr))
+        return r
+
+    def prepare(self):
+        self.sh("cp -a /pmqos-install/. / && systemd-sysusers && systemctl daemon-reload && "
+                "systemctl reload dbus && systemctl restart polkit", check=True)
+        for user, groups in ((MEMBER, "-G pmqos"), (PLAIN, "")):
+            self.sh("useradd --system --no-create-home --shell /usr/sbin/nologin %s %s" % (groups, user), check=True)
+
+    def stop(self):
+        if self.nspawn.poll() is None:
+            self.nspawn.send_signal(signal.SIGTERM)  # nspawn asks the container's systemd to power off
+            try:
+                self.nspawn.wait(30)
+            except subprocess.TimeoutExpired:
+                self.nspawn.kill()
+                self.nspawn.wait()
+        self.log.close()
+        try:
+            for sub in sorted((os.path.join(d, n) for d, ns, _ in os.walk(self.cgroup) for n in ns),
+                              key=len, reverse=True):
+                os.rmdir(sub)
+            os.rmdir(self.cgroup)
+        except OSError:
+            pass
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def setUpModule():
+    global container
+    reason = why_not()
+    if reason:
+        sys.stderr.write("SKIP: the container tier (%s)\n" % reason)
+        raise unittest.SkipTest(reason)
+    container = Container()
+    sys.stderr.write("container tier: tree %.1f s (cached when < 1 s), build+install %.1f s, boot %.1f s\n"
+                     % (container.tree_seconds, container.build_seconds, container.boot_seconds))
+
+
+def tearDownModule():
+    if container:
+        container.stop()
+
+
+class SystemTestCase(unittest.TestCase):
+    def setUp(self):
+        self.c = container
+        self.baseline = kernel()
+        self.c.sh("systemctl stop pmqosd; systemctl reset-failed pmqosd; rm -rf /var/lib/pmqos; "
+                  "cp /pmqos-install/etc/pmqos/pmqosd.conf /etc/pmqos/", check=True)
+
+    def tearDown(self):
+        self.c.sh("systemctl stop pmqosd")
+        wait_for(lambda: kernel() == self.baseline, timeout=5, what="the device to be released")
+
+    def start(self):
+        self.c.sh("systemctl start pmqosd", check=True)
+        return self.main_pid()
+
+    def main_pid(self):
+        pid = int(self.c.sh("systemctl show -P MainPID pmqosd").stdout.strip() or 0)
+        self.assertNotEqual(pid, 0, self.journal())
+        return pid
+
+    def journal(self, *args):
+        return self.c.sh("journalctl -q --no-pager -u pmqosd %s" % " ".join(args)).stdout
+
+    def busctl(self, *args, user=None):
+        cmd = "busctl --system call %s %s %s" % (BUS, PATH, " ".join(args))
+        if user:
+            cmd = "setpriv --reuid=%s --regid=%s --init-groups %s" % (user, user, cmd)
+        return self.c.sh(cmd)
+
+    def host_status(self, pid_in_container):
+        # The container's /proc shows its own pids; the host reads the same process through it.
+        with open("/proc/%d/root/proc/%d/status" % (self.c.pid1, pid_in_container)) as f:
+            return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
+class TestService(SystemTestCase):
+    def test_start_ready_status_and_privileges(self):
+        pid = self.start()
+        self.assertEqual(self.c.sh("systemctl is-active pmqosd").stdout.strip(), "active")
+        self.assertRegex(self.c.sh("systemctl show -P StatusText pmqosd").stdout, r"no bound, 0 request")
+        f = self.host_status(pid)
+        uid = self.c.sh("id -u pmqos").stdout.strip()
+        self.assertEqual(f["Uid"].split(), [uid] * 4)
+        for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            self.assertEqual(int(f[k], 16), 0, "%s is %s" % (k, f[k]))
+        self.assertEqual(f["NoNewPrivs"], "1")
+        self.assertEqual(f["Seccomp"], "2")  # the unit's system call filter
+        self.assertIn("Running as user pmqos", self.journal())
+
+    def test_requests_reach_the_kernel_and_polkit_decides(self):
+        self.start()
+        r = self.busctl(QOS, "RequestLatency", "sib", "cpu_dma", "77", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        cookie = r.stdout.split()[1]
+        self.assertLessEqual(kernel(), 77)
+        self.assertRegex(self.c.sh("systemctl show -P StatusText pmqosd").stdout, r"effective 77 µs, 1 request")
+        # A member of group pmqos, without a session: a timed request is granted.
+        r = self.busctl(NATIVE, "Request", "'sia{sv}'", "cpu_dma", "55", "1", "timeout", "u", "60", user=MEMBER)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertLessEqual(kernel(), 55)
+        # A user with neither session nor group is refused by polkit.
+        r = self.busctl(NATIVE, "Request", "'sia{sv}'", "cpu_dma", "5", "1", "timeout", "u", "60", user=PLAIN)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("Not authorized", r.stderr)
+        self.assertEqual(self.busctl(NATIVE, "ListRequests").stdout.count('"cookie" u '), 2)
+        self.busctl(QOS, "CancelRequest", "u", cookie)
+
+    def test_per_cpu_bound_written_and_restored(self):
+        path = "/sys/devices/system/cpu/cpu0/power/pm_qos_resume_latency_us"
+        before = self.c.sh("cat %s" % path, check=True).stdout.strip()
+        self.start()
+        r = self.busctl(NATIVE, "Request", "'sia{sv}'", "cpu_dma", "33", "2", "timeout", "u", "60", "cpus", "au",
+                        "1", "0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.c.sh("cat %s" % path).stdout.strip(), "33")
+        self.busctl(NATIVE, "Cancel", "u", r.stdout.split()[1])
+        self.assertEqual(self.c.sh("cat %s" % path).stdout.strip(), before)
+
+    PROBE = """#!/bin/sh
+# Runs as the unit's ExecStartPost=, inside its sandbox; prints to the journal.
+echo "PROBE devices: $(ls /dev | tr '\\n' ' ')"
+if touch /etc/pmqos-probe 2>/dev/null; then echo "PROBE etc-writable"; else echo "PROBE etc-read-only"; fi
+if : < /dev/cpu_dma_latency; then echo "PROBE device-ok"; else echo "PROBE device-refused"; fi
+if python3 -c 'import socket; socket.socket(socket.AF_INET)' 2>/dev/null; then echo "PROBE inet-ok"
+else echo "PROBE inet-refused"; fi
+"""
+
+    def test_sandbox_holds(self):
+        """From inside the service's own sandbox (an ExecStartPost= probe runs
+        with the unit's settings): the device is the only physical device
+        there, /etc is read-only, there is no network; pmqosd still works."""
+        root = "/proc/%d/root" % self.c.pid1
+        with open(root + "/usr/local/bin/pmqos-probe", "w") as f:
+            f.write(self.PROBE)
+        os.chmod(root + "/usr/local/bin/pmqos-probe", 0o755)
+        os.makedirs(root + "/run/systemd/system/pmqosd.service.d", exist_ok=True)
+        with open(root + "/run/systemd/system/pmqosd.service.d/probe.conf", "w") as f:
+            f.write("[Service]\nExecStartPost=/usr/local/bin/pmqos-probe\n")
+        self.c.sh("systemctl daemon-reload", check=True)
+        try:
+            self.start()
+            out = wait_for(lambda: "PROBE inet" in self.journal() and self.journal(), what="the probe's lines")
+        finally:
+            self.c.sh("rm -rf /run/systemd/system/pmqosd.service.d; systemctl daemon-reload")
+        devices = set(re.search(r"PROBE devices: (.*)", out).group(1).split())
+        self.assertIn("cpu_dma_latency", devices)
+        for physical in ("mem", "kmsg", "port", "vda", "sda", "console"):
+            self.assertNotIn(physical, devices)
+        self.assertIn("PROBE etc-read-only", out)
+        self.assertIn("PROBE device-ok", out)
+        self.assertIn("PROBE inet-refused", out)
+        self.c.sh("systemctl restart pmqosd", check=True)
+        r = self.busctl(QOS, "RequestLatency", "sib", "cpu_dma", "66", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertLessEqual(kernel(), 66)
+        self.busctl(QOS, "CancelRequest", "u", r.stdout.split()[1])
+
+    def test_dbus_activation_goes_through_systemd(self):
+        r = self.busctl(QOS, "GetLatency", "s", "cpu_dma")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["i", "-1"])
+        self.assertEqual(self.c.sh("systemctl is-active pmqosd").stdout.strip(), "active")
+        pid = self.main_pid()
+        cgroup = self.c.sh("cat /proc/%d/cgroup" % pid).stdout
+        self.assertIn("/system.slice/pmqosd.service", cgroup)  # started by systemd, not by dbus-daemon
+
+    def test_reload(self):
+        self.start()
+        self.c.sh("printf '[pmqosd]\\nMaxRequestsPerUser=1\\n' > /etc/pmqos/pmqosd.conf", check=True)
+        self.c.sh("systemctl reload pmqosd", check=True)
+        wait_for(lambda: "Reloaded /etc/pmqos/pmqosd.conf: 64 requests per connection, 1 per user" in self.journal(),
+                 what="the reload in the journal")
+        ok = self.busctl(NATIVE, "Request", "'sia{sv}'", "cpu_dma", "500", "1", "timeout", "u", "60", user=MEMBER)
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        r = self.busctl(NATIVE, "Request", "'sia{sv}'", "cpu_dma", "500", "1", "timeout", "u", "60", user=MEMBER)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("the most one user may hold", r.stderr)
+        # A bad file: the previous configuration stays, and the journal says why.
+        self.c.sh("printf '[pmqosd]\\nMaxRequestsPerUser=lots\\n' > /etc/pmqos/pmqosd.conf", check=True)
+        self.c.sh("systemctl reload pmqosd", check=True)
+        wait_for(lambda: "pmqosd.conf:2: MaxRequestsPerUser: invalid value" in self.journal(),
+                 what="the refusal in the journal")
+        self.assertEqual(self.c.sh("systemctl is-active pmqosd").stdout.strip(), "active")
+        r = self.busctl(NATIVE, "Request", "'sia{sv}'", "cpu_dma", "500", "1", "timeout", "u", "60", user=MEMBER)
+        self.assertIn("the most one user may hold", r.stderr)
+        self.busctl(NATIVE, "Cancel", "u", ok.stdout.split()[1])
+
+    def test_restart_and_crash_keep_persistent_requests(self):
+        self.start()
+        r = self.busctl(QOS, "RequestLatency", "sib", "cpu_dma", "88", "true")
+        cookie = r.stdout.split()[1]
+        self.c.sh("systemctl restart pmqosd", check=True)
+        self.assertIn(cookie, self.busctl(QOS, "GetLatencyRequests").stdout)
+        self.assertLessEqual(kernel(), 88)
+        pid = self.main_pid()
+        self.c.sh("kill -9 %d" % pid)
+        wait_for(lambda: self.c.sh("systemctl show -P MainPID pmqosd").stdout.strip() not in ("0", str(pid), ""),
+                 timeout=30, what="systemd to restart pmqosd")
+        wait_for(lambda: self.c.sh("systemctl is-active pmqosd").stdout.strip() == "active", what="active again")
+        self.assertIn(cookie, self.busctl(QOS, "GetLatencyRequests").stdout)
+        self.assertLessEqual(kernel(), 88)
+        self.busctl(QOS, "CancelRequest", "u", cookie)
+
+    def test_journal_priorities(self):
+        self.start()
+        self.c.sh("printf 'Bogus=1\\n' > /etc/pmqos/pmqosd.conf && systemctl reload pmqosd", check=True)
+        wait_for(lambda: "Bogus" in self.journal(), what="the bad line in the journal")
+        entries = [json.loads(line) for line in self.journal("-o json").splitlines() if line.strip()]
+        by_text = {e["MESSAGE"]: int(e["PRIORITY"]) for e in entries if isinstance(e.get("MESSAGE"), str)}
+        serving = [p for m, p in by_text.items() if m.startswith("Serving org.freedesktop.PMQoS")]
+        bad = [p for m, p in by_text.items() if m.startswith("Bad configuration")]
+        self.assertEqual(serving, [6])
+        self.assertEqual(bad, [3])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
