@@ -438,10 +438,15 @@ class TestFlood(AdversaryTestCase):
         lines = len(self.caller_lines()) - log_before
         print("\nflood: %d calls in %.1f s; pmqosd RSS %d -> peak %d KiB; honest worst %.3f s; %d log lines"
               % (self.CALLS, got["drained"], before, peak, worst, lines))
-        self.assertLess(worst, 1.0 * TIME_SCALE, "an honest caller waited %.2f s" % worst)
+        ldd = subprocess.run(["ldd", PMQOSD], capture_output=True, text=True).stdout
+        if UNDER_WRAPPER:
+            # The flooder runs at full speed and pmqosd 20-50 times slower: the
+            # backlog at the bus, not pmqosd's fairness, sets how long one waits.
+            skip_notice("honest callers' wait during the flood", "pmqosd runs under a checker")
+        else:
+            self.assertLess(worst, 1.0 * TIME_SCALE, "an honest caller waited %.2f s" % worst)
         # At most LOG_CALLER_BURST lines per 10 s, and one "Suppressed" line each.
         self.assertLessEqual(lines, 21 * (1 + int(got["drained"] / 10 + 1)), "the flood drowned the log")
-        ldd = subprocess.run(["ldd", PMQOSD], capture_output=True, text=True).stdout
         if UNDER_WRAPPER or "libasan" in ldd:
             skip_notice("RSS bound during the flood", "pmqosd runs under a memory checker")
         else:

@@ -3,6 +3,7 @@
 policy (polkit DTD), man pages, completion, the configuration file and its
 reload, sd_notify, and the opt-in UPower name."""
 
+import json
 import os
 import re
 import shutil
@@ -42,7 +43,8 @@ class TestInstall(BrokerTestCase):
         r = run("meson", "install", "-C", BUILD_ROOT, "--no-rebuild", "--quiet", "--destdir", self.dest)
         self.assertEqual(r.returncode, 0, r.stderr)
         files = {os.path.relpath(os.path.join(d, f), self.dest) for d, _, fs in os.walk(self.dest) for f in fs}
-        prefix = run("meson", "introspect", "--buildoptions", BUILD_ROOT).stdout
+        options = {o["name"]: o["value"] for o in json.loads(run("meson", "introspect", "--buildoptions",
+                                                               BUILD_ROOT).stdout)}
         want = [
             r"libexec/pmqosd$", r"bin/pmqosctl$", r"include/pmqos\.h$", r"lib/.*libpmqos\.so\.1$",
             r"lib/.*libpmqos\.so$", r"lib/.*pkgconfig/pmqos\.pc$", r"pmqos/__init__\.py$",
@@ -58,7 +60,11 @@ class TestInstall(BrokerTestCase):
         ]
         for pattern in want:
             self.assertTrue(any(re.search(pattern, f) for f in files), "%s missing from %s" % (pattern, sorted(files)))
-        self.assertIn("prefix", prefix)
+        # Everything but configuration lands under the configured prefix.
+        prefix = options["prefix"].lstrip("/")
+        outside = [f for f in files if not f.startswith(prefix + "/") and not f.startswith("etc/")]
+        self.assertEqual(outside, [], "installed outside %s" % options["prefix"])
+        self.assertIn(os.path.join(prefix, options["libexecdir"], "pmqosd"), files)
         unit = [f for f in files if f.endswith("pmqosd.service") and "systemd" in f][0]
         with open(os.path.join(self.dest, unit)) as f:
             text = f.read()
