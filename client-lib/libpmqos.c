@@ -3,6 +3,7 @@
  * record of the requests made through it (to issue them again when the
  * broker restarts), and error names mapped to errno values. */
 
+#include "contract.h"
 #include "pmqos.h"
 
 #include <errno.h>
@@ -15,10 +16,13 @@
 #define _public_ __attribute__((visibility("default")))
 #define _cleanup_(f) __attribute__((cleanup(f)))
 
-#define BUS_NAME "org.freedesktop.PMQoS"
-#define OBJECT_PATH "/org/freedesktop/PMQoS"
-#define NATIVE_IFACE "org.freedesktop.PMQoS"
-#define QOS_IFACE "org.freedesktop.UPower.QoS"
+#define BUS_NAME PMQOS_BUS_NAME
+#define OBJECT_PATH PMQOS_OBJECT_PATH
+#define NATIVE_IFACE PMQOS_NATIVE_INTERFACE
+#define QOS_IFACE PMQOS_QOS_INTERFACE
+
+_Static_assert(PMQOS_LATENCY_MAX == PMQOS_CONTRACT_LATENCY_MAX, "pmqos.h and the contract disagree");
+_Static_assert(PMQOS_LATENCY_NONE == PMQOS_CONTRACT_LATENCY_NONE, "pmqos.h and the contract disagree");
 #define INTERACTIVE_TIMEOUT_USEC (5ull * 60 * 1000000) /* a person typing a password */
 
 /* A request made through this client, kept to issue it again after a restart. */
@@ -67,14 +71,14 @@ static int map_error(pmqos_client *c, const sd_bus_error *e, int r) {
                 { SD_BUS_ERROR_ACCESS_DENIED, EACCES },
                 { SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED, EACCES },
                 { SD_BUS_ERROR_INVALID_ARGS, EINVAL },
-                { "org.freedesktop.PMQoS.Error.NoSuchRequest", ENOENT },
+                { PMQOS_ERROR_NO_SUCH_REQUEST, ENOENT },
                 { SD_BUS_ERROR_LIMITS_EXCEEDED, EUSERS },
                 { SD_BUS_ERROR_NOT_SUPPORTED, EOPNOTSUPP },
                 { SD_BUS_ERROR_SERVICE_UNKNOWN, ECONNREFUSED },
                 { SD_BUS_ERROR_NAME_HAS_NO_OWNER, ECONNREFUSED },
                 { SD_BUS_ERROR_NO_REPLY, ECONNREFUSED },
                 { SD_BUS_ERROR_UNKNOWN_OBJECT, ECONNREFUSED },
-                { "org.freedesktop.PMQoS.Error.Failed", EIO },
+                { PMQOS_ERROR_FAILED, EIO },
                 { SD_BUS_ERROR_NO_MEMORY, ENOMEM },
         };
 
@@ -519,7 +523,7 @@ _public_ void pmqos_request_info_free(pmqos_request_info *infos, size_t n) {
 /* What a listing from the broker may hold at most: more is a broken or
  * hostile broker, refused rather than followed into memory. */
 #define LIST_ENTRIES_MAX 100000u
-#define LIST_CPUS_MAX 8192u /* the kernel's NR_CPUS ceiling */
+#define LIST_CPUS_MAX 8192u /* the kernel's NR_CPUS ceiling (PMQOS_MAX_CPUS in store.h) */
 
 static const char *const info_keys[] = { "cookie", "type",    "value",      "uid",     "pid",  "exec",
                                          "reason", "created", "persistent", "expires", "cpus", "sender" };

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cpu-list.h"
+#include "contract.h"
 #include "text.h"
 #include "pmqos.h"
 
@@ -696,7 +697,7 @@ static int verb_monitor(int argc, char *argv[]) {
                 pmqos_client_free(client);
                 return r;
         }
-        fprintf(stderr, "Monitoring %s; interrupt to stop.\n", "org.freedesktop.PMQoS");
+        fprintf(stderr, "Monitoring %s; interrupt to stop.\n", PMQOS_BUS_NAME);
 
         for (;;) {
                 if (pmqos_client_process(client) < 0) {

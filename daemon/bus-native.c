@@ -188,8 +188,8 @@ static int on_properties_set(sd_bus_message *message, void *userdata, sd_bus_err
          * signature: any other shape is sd-bus's to refuse. */
         if (!sd_bus_message_has_signature(message, "ssv"))
                 return 0;
-        if (sd_bus_message_read(message, "ss", &interface, &property) < 0 || strcmp(interface, PMQOS_INTERFACE) != 0 ||
-            strcmp(property, "MinimumLatency") != 0) {
+        if (sd_bus_message_read(message, "ss", &interface, &property) < 0 ||
+            strcmp(interface, PMQOS_NATIVE_INTERFACE) != 0 || strcmp(property, "MinimumLatency") != 0) {
                 (void) sd_bus_message_rewind(message, true);
                 return 0;
         }
@@ -242,7 +242,7 @@ static const sd_bus_vtable pmqos_vtable[] = {
 };
 
 int bus_native_add(Manager *m) {
-        int r = sd_bus_add_object_vtable(m->bus, NULL, PMQOS_OBJECT_PATH, PMQOS_INTERFACE, pmqos_vtable, m);
+        int r = sd_bus_add_object_vtable(m->bus, NULL, PMQOS_OBJECT_PATH, PMQOS_NATIVE_INTERFACE, pmqos_vtable, m);
         if (r < 0)
                 return r;
         return sd_bus_add_filter(m->bus, NULL, on_properties_set, m);
@@ -261,5 +261,5 @@ int bus_native_emit(Manager *m, bool latency_changed, bool count_changed, bool f
         if (n == 0)
                 return 0;
         names[n] = NULL;
-        return sd_bus_emit_properties_changed_strv(m->bus, PMQOS_OBJECT_PATH, PMQOS_INTERFACE, (char **) names);
+        return sd_bus_emit_properties_changed_strv(m->bus, PMQOS_OBJECT_PATH, PMQOS_NATIVE_INTERFACE, (char **) names);
 }

@@ -137,11 +137,11 @@ static const sd_bus_vtable upower_qos_vtable[] = {
 };
 
 int bus_upower_add(Manager *m) {
-        static const char *const paths[] = { PMQOS_OBJECT_PATH, UPOWER_POLICY_PATH };
+        static const char *const paths[] = { PMQOS_OBJECT_PATH, PMQOS_UPOWER_POLICY_PATH };
         int r;
 
         for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
-                r = sd_bus_add_object_vtable(m->bus, NULL, paths[i], UPOWER_QOS_INTERFACE, upower_qos_vtable, m);
+                r = sd_bus_add_object_vtable(m->bus, NULL, paths[i], PMQOS_QOS_INTERFACE, upower_qos_vtable, m);
                 if (r < 0)
                         return r;
         }
@@ -149,18 +149,18 @@ int bus_upower_add(Manager *m) {
 }
 
 int bus_upower_emit(Manager *m, bool latency_changed, bool requests_changed) {
-        static const char *const paths[] = { PMQOS_OBJECT_PATH, UPOWER_POLICY_PATH };
+        static const char *const paths[] = { PMQOS_OBJECT_PATH, PMQOS_UPOWER_POLICY_PATH };
         int r = 0;
 
         for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
                 if (latency_changed) {
-                        int k = sd_bus_emit_signal(m->bus, paths[i], UPOWER_QOS_INTERFACE, "LatencyChanged", "si",
+                        int k = sd_bus_emit_signal(m->bus, paths[i], PMQOS_QOS_INTERFACE, "LatencyChanged", "si",
                                                    qos_type_to_string(QOS_TYPE_CPU_DMA), m->effective);
                         if (k < 0)
                                 r = k;
                 }
                 if (requests_changed) {
-                        int k = sd_bus_emit_signal(m->bus, paths[i], UPOWER_QOS_INTERFACE, "RequestsChanged", NULL);
+                        int k = sd_bus_emit_signal(m->bus, paths[i], PMQOS_QOS_INTERFACE, "RequestsChanged", NULL);
                         if (k < 0)
                                 r = k;
                 }

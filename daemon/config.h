@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contract.h"
+
 #define PMQOS_DEFAULT_CONFIG "/etc/pmqos/pmqosd.conf"
 #define CONFIG_FILE_MAX (64u * 1024u)
 
@@ -25,16 +27,16 @@ typedef struct Limits {
         unsigned max_clients;                  /* MaxClients: connections tracked at once */
 } Limits;
 
-#define LIMITS_DEFAULT                                  \
-        ((Limits){ .max_per_connection = 64,            \
-                   .max_per_uid = 256,                  \
-                   .max_timeout_sec = 86400,            \
-                   .max_unprivileged_timeout_sec = 300, \
-                   .max_pending_per_connection = 16,    \
-                   .max_pending_per_uid = 32,           \
-                   .max_pending = 1024,                 \
-                   .max_polkit_in_flight = 32,          \
-                   .max_clients = 4096 })
+#define LIMITS_DEFAULT                                                                         \
+        ((Limits){ .max_per_connection = PMQOS_DEFAULT_MAX_PER_CONNECTION,                     \
+                   .max_per_uid = PMQOS_DEFAULT_MAX_PER_UID,                                   \
+                   .max_timeout_sec = PMQOS_DEFAULT_MAX_TIMEOUT_SEC,                           \
+                   .max_unprivileged_timeout_sec = PMQOS_DEFAULT_MAX_UNPRIVILEGED_TIMEOUT_SEC, \
+                   .max_pending_per_connection = PMQOS_DEFAULT_MAX_PENDING_PER_CONNECTION,     \
+                   .max_pending_per_uid = PMQOS_DEFAULT_MAX_PENDING_PER_UID,                   \
+                   .max_pending = PMQOS_DEFAULT_MAX_PENDING,                                   \
+                   .max_polkit_in_flight = PMQOS_DEFAULT_MAX_POLKIT_IN_FLIGHT,                 \
+                   .max_clients = PMQOS_DEFAULT_MAX_CLIENTS })
 
 /* dbus-daemon lets one connection wait for 128 replies at most, pmqosd's
  * own connection to polkitd included: stay well below. */

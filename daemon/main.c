@@ -396,12 +396,12 @@ static int run(int argc, char *argv[]) {
 
         if (o.upower_name) {
                 /* Only when free: never push a running UPower off its name. */
-                r = sd_bus_request_name(bus, UPOWER_BUS_NAME, 0);
+                r = sd_bus_request_name(bus, PMQOS_UPOWER_BUS_NAME, 0);
                 if (r < 0)
-                        log_warning("Not claiming %s: %s%s", UPOWER_BUS_NAME, strerror(-r),
+                        log_warning("Not claiming %s: %s%s", PMQOS_UPOWER_BUS_NAME, strerror(-r),
                                     r == -EEXIST ? " (UPower runs)" : "");
                 else
-                        log_info("Also serving %s for UPower-era clients.", UPOWER_BUS_NAME);
+                        log_info("Also serving %s for UPower-era clients.", PMQOS_UPOWER_BUS_NAME);
         }
 
         ReloadContext reload = { .options = &o, .manager = m };

@@ -10,17 +10,11 @@
 #include <systemd/sd-event.h>
 
 #include "config.h"
+#include "contract.h"
 #include "cpu-sink.h"
 #include "hashmap.h"
 #include "sink.h"
 #include "store.h"
-
-#define PMQOS_BUS_NAME "org.freedesktop.PMQoS"
-#define UPOWER_BUS_NAME "org.freedesktop.UPower"
-#define PMQOS_OBJECT_PATH "/org/freedesktop/PMQoS"
-#define UPOWER_POLICY_PATH "/org/freedesktop/UPower/Policy"
-#define UPOWER_QOS_INTERFACE "org.freedesktop.UPower.QoS"
-#define PMQOS_INTERFACE "org.freedesktop.PMQoS"
 
 typedef struct ManagerConfig {
         const char *device;

@@ -8,12 +8,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "contract.h"
 #include "hashmap.h"
 #include "heap.h"
 
-#define PMQOS_LATENCY_MAX_US 2000000000 /* also the kernel's "no constraint" */
-#define PMQOS_LATENCY_NONE (-1)         /* listed, never constrains */
-#define PMQOS_MAX_CPUS 8192u            /* the kernel's NR_CPUS ceiling */
+#define PMQOS_LATENCY_MAX_US PMQOS_CONTRACT_LATENCY_MAX
+#define PMQOS_LATENCY_NONE PMQOS_CONTRACT_LATENCY_NONE
+#define PMQOS_MAX_CPUS 8192u /* the kernel's NR_CPUS ceiling */
 
 typedef enum QosType {
         QOS_TYPE_CPU_DMA,

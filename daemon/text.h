@@ -6,8 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The longest command line kept for a request, in bytes, after cleaning. */
-#define PMQOS_EXEC_MAX 1024u
+#include "contract.h" /* PMQOS_EXEC_MAX: the longest command line kept, in bytes */
 
 /* Whether s[0..len) is valid UTF-8 (no overlong forms, no surrogates, no
  * code point above U+10FFFF). */

@@ -8,10 +8,8 @@
 
 #include <systemd/sd-bus.h>
 
+#include "contract.h"
 #include "store.h"
-
-#define PMQOS_ERROR_NO_SUCH_REQUEST "org.freedesktop.PMQoS.Error.NoSuchRequest"
-#define PMQOS_ERROR_FAILED "org.freedesktop.PMQoS.Error.Failed"
 
 typedef struct ValidationError {
         const char *name;
@@ -26,9 +24,6 @@ int parse_qos_type(const char *s, QosType *ret, ValidationError *err);
 int check_latency_value(int32_t value, ValidationError *err);
 
 const char *qos_type_to_string(QosType t);
-
-#define PMQOS_REASON_MAX 256u
-#define PMQOS_CPUS_MAX 1024u /* entries in one "cpus" option */
 
 typedef struct RequestOptions {
         char *reason; /* NULL if not given */

@@ -29,11 +29,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BUS_NAME "org.freedesktop.PMQoS"
-#define PATH "/org/freedesktop/PMQoS"
-#define QOS "org.freedesktop.UPower.QoS"
-#define NATIVE "org.freedesktop.PMQoS"
-#define LATENCY_NONE_KERNEL 2000000000
+#include "contract.h"
+
+#define BUS_NAME PMQOS_BUS_NAME
+#define PATH PMQOS_OBJECT_PATH
+#define QOS PMQOS_QOS_INTERFACE
+#define NATIVE PMQOS_NATIVE_INTERFACE
+#define LATENCY_NONE_KERNEL PMQOS_CONTRACT_LATENCY_MAX
 
 typedef struct Config {
         const char *pmqosd;
@@ -195,7 +197,7 @@ static void start_daemon(const Config *c) {
 #define REFERENCE_NAME "org.freedesktop.PMQoS.BenchReference"
 
 static int reference_emit(sd_bus *bus, int32_t value) {
-        static const char *const paths[] = { PATH, "/org/freedesktop/UPower/Policy" };
+        static const char *const paths[] = { PATH, PMQOS_UPOWER_POLICY_PATH };
         sd_bus_message *m = NULL;
         int r = 0;
 

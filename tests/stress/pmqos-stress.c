@@ -26,10 +26,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BUS_NAME "org.freedesktop.PMQoS"
-#define PATH "/org/freedesktop/PMQoS"
-#define QOS "org.freedesktop.UPower.QoS"
-#define NATIVE "org.freedesktop.PMQoS"
+#include "contract.h"
+
+#define BUS_NAME PMQOS_BUS_NAME
+#define PATH PMQOS_OBJECT_PATH
+#define QOS PMQOS_QOS_INTERFACE
+#define NATIVE PMQOS_NATIVE_INTERFACE
 #define MAX_LIVE 8
 #define MAX_WORKERS 512
 
