@@ -21,7 +21,10 @@
 #define NATIVE_IFACE PMQOS_NATIVE_INTERFACE
 #define QOS_IFACE PMQOS_QOS_INTERFACE
 
+/* pmqos.h is self-contained for users; it must say what the contract says. */
+/* NOLINTNEXTLINE(misc-redundant-expression): equal is the point */
 _Static_assert(PMQOS_LATENCY_MAX == PMQOS_CONTRACT_LATENCY_MAX, "pmqos.h and the contract disagree");
+/* NOLINTNEXTLINE(misc-redundant-expression) */
 _Static_assert(PMQOS_LATENCY_NONE == PMQOS_CONTRACT_LATENCY_NONE, "pmqos.h and the contract disagree");
 #define INTERACTIVE_TIMEOUT_USEC (5ull * 60 * 1000000) /* a person typing a password */
 

@@ -439,6 +439,32 @@ static int hold_loop(pmqos_client *client, pid_t child) {
         }
 }
 
+static void block_hold_signals(sigset_t *old) {
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGHUP);
+        sigaddset(&mask, SIGCHLD);
+        sigprocmask(SIG_BLOCK, &mask, old);
+}
+
+/* Runs command with the signal mask pmqosctl had; returns its pid, or -1 (said why). */
+static pid_t start_command(char **command, const sigset_t *old) {
+        pid_t child = fork();
+        if (child < 0) {
+                fprintf(stderr, "pmqosctl: cannot start %s: %s\n", command[0], strerror(errno));
+                return -1;
+        }
+        if (child == 0) {
+                sigprocmask(SIG_SETMASK, old, NULL);
+                execvp(command[0], command);
+                fprintf(stderr, "pmqosctl: cannot run %s: %s\n", command[0], strerror(errno));
+                _exit(127);
+        }
+        return child;
+}
+
 static int verb_hold(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -486,13 +512,8 @@ static int verb_hold(int argc, char *argv[]) {
                 command++;
 
         /* Block before the child exists so that no SIGCHLD is lost. */
-        sigset_t mask, old;
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGHUP);
-        sigaddset(&mask, SIGCHLD);
-        sigprocmask(SIG_BLOCK, &mask, &old);
+        sigset_t old;
+        block_hold_signals(&old);
 
         pmqos_client *client;
         uint32_t cookie;
@@ -511,17 +532,10 @@ static int verb_hold(int argc, char *argv[]) {
 
         pid_t child = 0;
         if (*command) {
-                child = fork();
+                child = start_command(command, &old);
                 if (child < 0) {
-                        fprintf(stderr, "pmqosctl: cannot start %s: %s\n", command[0], strerror(errno));
                         pmqos_client_free(client);
                         return EXIT_REFUSED;
-                }
-                if (child == 0) {
-                        sigprocmask(SIG_SETMASK, &old, NULL);
-                        execvp(command[0], command);
-                        fprintf(stderr, "pmqosctl: cannot run %s: %s\n", command[0], strerror(errno));
-                        _exit(127);
                 }
         } else
                 fprintf(stderr, "Holding %" PRIi32 " µs (cookie %" PRIu32 "); interrupt to release.\n", usec, cookie);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Authorization of callers for the polkit actions of SPEC §4. */
+/* Authorization of callers for the polkit actions of policy/org.freedesktop.pmqos.policy. */
 #pragma once
 
 #include <stdbool.h>

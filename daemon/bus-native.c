@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* org.freedesktop.PMQoS at /org/freedesktop/PMQoS: requests with options,
- * in-place updates, full listings and properties. Same store and same op
- * pipeline as the UPower view, so the two always agree. */
+ * in-place updates, full listings and properties. Same core and same
+ * actions as the UPower view, so the two always agree. */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -9,12 +9,12 @@
 
 #include "bus.h"
 #include "cpu-sink.h"
-#include "op.h"
+#include "actions.h"
 #include "validate.h"
 
 static int check_cpus_exist(Manager *m, const RequestOptions *o, sd_bus_error *error) {
         for (size_t i = 0; i < o->n_cpus; i++) {
-                int r = cpu_sink_check_cpu(&m->cpus, o->cpus[i]);
+                int r = cpu_sink_check_cpu(&m->core.cpus, o->cpus[i]);
                 if (r == -EHOSTDOWN)
                         return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
                                                  "CPU %" PRIu32 " is offline; bring it online or leave it out.",
@@ -29,11 +29,12 @@ static int check_cpus_exist(Manager *m, const RequestOptions *o, sd_bus_error *e
 
 static int method_request(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
+        CALL_SCOPE(m, message);
+        _cleanup_(request_options_done) RequestOptions o = {};
         const char *type;
         int32_t value;
         QosType t;
         ValidationError v = {};
-        RequestOptions o;
         int r;
 
         r = sd_bus_message_read(message, "si", &type, &value);
@@ -45,28 +46,22 @@ static int method_request(sd_bus_message *message, void *userdata, sd_bus_error 
         if (r < 0)
                 return v.name ? bus_reply_validation_error(error, &v) : r;
         r = check_cpus_exist(m, &o, error);
-        if (r < 0) {
-                request_options_done(&o);
+        if (r < 0)
                 return r;
-        }
-
-        Op *op = op_new(m, message, OP_REQUEST);
-        if (!op) {
-                request_options_done(&o);
-                return -ENOMEM;
-        }
-        op->type = t;
-        op->value = value;
-        op->persistent = o.persistent;
-        op->timeout_usec = (uint64_t) o.timeout_sec * 1000000u;
-        op->reason = o.reason;
-        op->cpus = o.cpus;
-        op->n_cpus = o.n_cpus;
-        return op_start(op);
+        return action_request(m, message,
+                              &(NewRequest){ .type = t,
+                                             .value = value,
+                                             .persistent = o.persistent,
+                                             .timeout_usec = (uint64_t) o.timeout_sec * 1000000u,
+                                             .reason = o.reason,
+                                             .cpus = o.cpus,
+                                             .n_cpus = o.n_cpus },
+                              error);
 }
 
 static int method_update(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
+        CALL_SCOPE(m, message);
         uint32_t cookie;
         int32_t value;
         ValidationError v;
@@ -77,13 +72,7 @@ static int method_update(sd_bus_message *message, void *userdata, sd_bus_error *
                 return r;
         if (check_latency_value(value, &v) < 0)
                 return bus_reply_validation_error(error, &v);
-
-        Op *op = op_new(m, message, OP_UPDATE);
-        if (!op)
-                return -ENOMEM;
-        op->cookie = cookie;
-        op->value = value;
-        return op_start(op);
+        return action_update(m, message, cookie, value, error);
 }
 
 static int append_request(sd_bus_message *reply, const Request *req) {
@@ -126,7 +115,7 @@ static int method_list_requests(sd_bus_message *message, void *userdata, sd_bus_
         r = sd_bus_message_open_container(reply, 'a', "a{sv}");
         if (r < 0)
                 return r;
-        STORE_FOREACH(req, &m->store) {
+        STORE_FOREACH(req, &m->core.store) {
                 r = append_request(reply, req);
                 if (r < 0)
                         return r;
@@ -140,41 +129,44 @@ static int method_list_requests(sd_bus_message *message, void *userdata, sd_bus_
 static int property_get_effective(sd_bus *bus, const char *path, const char *interface, const char *property,
                                   sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
-        return sd_bus_message_append(reply, "i", m->effective);
+        return sd_bus_message_append(reply, "i", m->core.effective);
 }
 
 static int property_get_kernel(sd_bus *bus, const char *path, const char *interface, const char *property,
                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
         int32_t v;
-        int r = sink_read(&m->sink, &v);
+        int r = sink_read(&m->core.sink, &v);
         if (r < 0)
-                return sd_bus_error_setf(error, PMQOS_ERROR_FAILED, "Cannot read %s: %s.", m->sink.path, strerror(-r));
+                return sd_bus_error_setf(error, PMQOS_ERROR_FAILED, "Cannot read %s: %s.", m->core.sink.path,
+                                         strerror(-r));
         return sd_bus_message_append(reply, "i", v);
 }
 
 static int property_get_minimum(sd_bus *bus, const char *path, const char *interface, const char *property,
                                 sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
-        return sd_bus_message_append(reply, "i", m->floor);
+        return sd_bus_message_append(reply, "i", core_floor(&m->core));
 }
 
 static int property_get_count(sd_bus *bus, const char *path, const char *interface, const char *property,
                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
-        return sd_bus_message_append(reply, "u", (uint32_t) store_size(&m->store));
+        return sd_bus_message_append(reply, "u", (uint32_t) store_size(&m->core.store));
 }
 
+/* Not reached: bus_native_properties_filter() takes every Set of
+ * MinimumLatency, because a setter must answer at once and polkit may make
+ * it wait. Should a Set slip past the filter, it is refused, not applied. */
 static int property_set_minimum(sd_bus *bus, const char *path, const char *interface, const char *property,
                                 sd_bus_message *value, void *userdata, sd_bus_error *error) {
-        /* Never reached: on_properties_set() takes these calls, because
-         * authorization may have to wait for polkit and a setter cannot. */
         return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED, "Not authorized to set the minimum latency.");
 }
 
-/* Properties.Set of MinimumLatency goes through the op pipeline like
- * SetMinimumLatency. Every other message passes through untouched. */
-static int on_properties_set(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+/* Properties.Set of MinimumLatency takes the path of SetMinimumLatency
+ * (authorization may have to wait, which a property setter cannot): this
+ * filter sees it first. Every other message passes through untouched. */
+int bus_native_properties_filter(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
         const char *interface, *property, *contents;
         int32_t value;
@@ -194,26 +186,17 @@ static int on_properties_set(sd_bus_message *message, void *userdata, sd_bus_err
                 return 0;
         }
 
+        CALL_SCOPE(m, message);
         r = sd_bus_message_peek_type(message, NULL, &contents);
-        if (r < 0 || strcmp(contents, "i") != 0) {
-                r = sd_bus_reply_method_errorf(message, SD_BUS_ERROR_INVALID_ARGS,
-                                               "MinimumLatency is of type 'i' (µs, or -1 for none).");
-                return r < 0 ? r : 1;
-        }
+        if (r < 0 || strcmp(contents, "i") != 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
+                                        "MinimumLatency is of type 'i' (µs, or -1 for none).");
         r = sd_bus_message_read(message, "v", "i", &value);
         if (r < 0)
                 return r;
-        if (check_latency_value(value, &v) < 0) {
-                r = sd_bus_reply_method_errorf(message, v.name, "%s", v.message);
-                return r < 0 ? r : 1;
-        }
-
-        Op *op = op_new(m, message, OP_SET_FLOOR);
-        if (!op)
-                return -ENOMEM;
-        op->type = QOS_TYPE_CPU_DMA;
-        op->value = value;
-        r = op_start(op);
+        if (check_latency_value(value, &v) < 0)
+                return bus_reply_validation_error(error, &v);
+        r = action_set_floor(m, message, value, error);
         return r < 0 ? r : 1;
 }
 
@@ -222,7 +205,7 @@ static int property_get_version(sd_bus *bus, const char *path, const char *inter
         return sd_bus_message_append(reply, "s", PMQOS_VERSION);
 }
 
-static const sd_bus_vtable pmqos_vtable[] = {
+const sd_bus_vtable bus_native_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_METHOD_WITH_ARGS("Request", SD_BUS_ARGS("s", type, "i", value, "a{sv}", options),
                                 SD_BUS_RESULT("u", cookie), method_request, SD_BUS_VTABLE_UNPRIVILEGED),
@@ -240,26 +223,3 @@ static const sd_bus_vtable pmqos_vtable[] = {
         SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_VTABLE_END,
 };
-
-int bus_native_add(Manager *m) {
-        int r = sd_bus_add_object_vtable(m->bus, NULL, PMQOS_OBJECT_PATH, PMQOS_NATIVE_INTERFACE, pmqos_vtable, m);
-        if (r < 0)
-                return r;
-        return sd_bus_add_filter(m->bus, NULL, on_properties_set, m);
-}
-
-int bus_native_emit(Manager *m, bool latency_changed, bool count_changed, bool floor_changed) {
-        const char *names[4];
-        size_t n = 0;
-
-        if (latency_changed)
-                names[n++] = "EffectiveLatency";
-        if (count_changed)
-                names[n++] = "RequestCount";
-        if (floor_changed)
-                names[n++] = "MinimumLatency";
-        if (n == 0)
-                return 0;
-        names[n] = NULL;
-        return sd_bus_emit_properties_changed_strv(m->bus, PMQOS_OBJECT_PATH, PMQOS_NATIVE_INTERFACE, (char **) names);
-}

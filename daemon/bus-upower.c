@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* org.freedesktop.UPower.QoS, signature for signature what UPower exported
  * until 2013, at both object paths. Handlers read and validate arguments,
- * then hand the change to op.c; reads are answered at once. */
+ * then hand the change to actions.c; reads are answered at once. */
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bus.h"
-#include "op.h"
+#include "actions.h"
 #include "validate.h"
 
 int bus_reply_validation_error(sd_bus_error *error, const ValidationError *v) {
@@ -17,6 +17,7 @@ int bus_reply_validation_error(sd_bus_error *error, const ValidationError *v) {
 
 static int method_request_latency(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
+        CALL_SCOPE(m, message);
         const char *type;
         int32_t value;
         int persistent;
@@ -29,31 +30,19 @@ static int method_request_latency(sd_bus_message *message, void *userdata, sd_bu
                 return r;
         if (parse_qos_type(type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
                 return bus_reply_validation_error(error, &v);
-
-        Op *op = op_new(m, message, OP_REQUEST);
-        if (!op)
-                return -ENOMEM;
-        op->type = t;
-        op->value = value;
-        op->persistent = persistent;
-        return op_start(op);
+        return action_request(m, message, &(NewRequest){ .type = t, .value = value, .persistent = persistent }, error);
 }
 
 int bus_method_cancel(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
+        CALL_SCOPE(m, message);
         uint32_t cookie;
         int r;
 
-        (void) error;
         r = sd_bus_message_read(message, "u", &cookie);
         if (r < 0)
                 return r;
-
-        Op *op = op_new(m, message, OP_CANCEL);
-        if (!op)
-                return -ENOMEM;
-        op->cookie = cookie;
-        return op_start(op);
+        return action_cancel(m, message, cookie, error);
 }
 
 static int method_get_latency(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -68,8 +57,7 @@ static int method_get_latency(sd_bus_message *message, void *userdata, sd_bus_er
                 return r;
         if (parse_qos_type(type, &t, &v) < 0)
                 return bus_reply_validation_error(error, &v);
-
-        return sd_bus_reply_method_return(message, "i", m->effective);
+        return sd_bus_reply_method_return(message, "i", m->core.effective);
 }
 
 static int method_get_latency_requests(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -84,7 +72,7 @@ static int method_get_latency_requests(sd_bus_message *message, void *userdata, 
         r = sd_bus_message_open_container(reply, 'a', "(uuusxbssi)");
         if (r < 0)
                 return r;
-        STORE_FOREACH(req, &m->store) {
+        STORE_FOREACH(req, &m->core.store) {
                 r = sd_bus_message_append(reply, "(uuusxbssi)", req->cookie, (uint32_t) req->uid, (uint32_t) req->pid,
                                           request_exec(req), req->created_usec / 1000000, (int) req->persistent,
                                           qos_type_to_string(req->type), request_reason(req), req->value);
@@ -99,6 +87,7 @@ static int method_get_latency_requests(sd_bus_message *message, void *userdata, 
 
 static int method_set_minimum_latency(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
+        CALL_SCOPE(m, message);
         const char *type;
         int32_t value;
         QosType t;
@@ -110,16 +99,10 @@ static int method_set_minimum_latency(sd_bus_message *message, void *userdata, s
                 return r;
         if (parse_qos_type(type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
                 return bus_reply_validation_error(error, &v);
-
-        Op *op = op_new(m, message, OP_SET_FLOOR);
-        if (!op)
-                return -ENOMEM;
-        op->type = t;
-        op->value = value;
-        return op_start(op);
+        return action_set_floor(m, message, value, error);
 }
 
-static const sd_bus_vtable upower_qos_vtable[] = {
+const sd_bus_vtable bus_upower_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_METHOD_WITH_ARGS("RequestLatency", SD_BUS_ARGS("s", type, "i", value, "b", persistent),
                                 SD_BUS_RESULT("u", cookie), method_request_latency, SD_BUS_VTABLE_UNPRIVILEGED),
@@ -135,35 +118,3 @@ static const sd_bus_vtable upower_qos_vtable[] = {
         SD_BUS_SIGNAL("RequestsChanged", NULL, 0),
         SD_BUS_VTABLE_END,
 };
-
-int bus_upower_add(Manager *m) {
-        static const char *const paths[] = { PMQOS_OBJECT_PATH, PMQOS_UPOWER_POLICY_PATH };
-        int r;
-
-        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
-                r = sd_bus_add_object_vtable(m->bus, NULL, paths[i], PMQOS_QOS_INTERFACE, upower_qos_vtable, m);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
-int bus_upower_emit(Manager *m, bool latency_changed, bool requests_changed) {
-        static const char *const paths[] = { PMQOS_OBJECT_PATH, PMQOS_UPOWER_POLICY_PATH };
-        int r = 0;
-
-        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
-                if (latency_changed) {
-                        int k = sd_bus_emit_signal(m->bus, paths[i], PMQOS_QOS_INTERFACE, "LatencyChanged", "si",
-                                                   qos_type_to_string(QOS_TYPE_CPU_DMA), m->effective);
-                        if (k < 0)
-                                r = k;
-                }
-                if (requests_changed) {
-                        int k = sd_bus_emit_signal(m->bus, paths[i], PMQOS_QOS_INTERFACE, "RequestsChanged", NULL);
-                        if (k < 0)
-                                r = k;
-                }
-        }
-        return r;
-}

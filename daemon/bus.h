@@ -1,20 +1,23 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The bus front: vtables of each interface and the signals they emit. */
+/* The bus front's two interfaces: their vtables (the documentation of what
+ * each method takes), and the filter that gives Properties.Set of
+ * MinimumLatency the path SetMinimumLatency takes. main.c registers them. */
 #pragma once
 
-#include <stdbool.h>
+#include <systemd/sd-bus.h>
 
 #include "manager.h"
 #include "util.h"
 #include "validate.h"
 
-/* Replies with the D-Bus error a validation failure carries. */
+/* org.freedesktop.UPower.QoS, at PMQOS_OBJECT_PATH and PMQOS_UPOWER_POLICY_PATH. */
+extern const sd_bus_vtable bus_upower_vtable[];
+/* org.freedesktop.PMQoS, at PMQOS_OBJECT_PATH. */
+extern const sd_bus_vtable bus_native_vtable[];
+/* A bus filter (userdata: the Manager). */
+int bus_native_properties_filter(sd_bus_message *message, void *userdata, sd_bus_error *error);
+
+/* The D-Bus error a validation failure carries. */
 int bus_reply_validation_error(sd_bus_error *error, const ValidationError *v);
 /* CancelRequest(u) and Cancel(u): the same call under two names. */
 int bus_method_cancel(sd_bus_message *message, void *userdata, sd_bus_error *error);
-
-int bus_upower_add(Manager *m);
-int bus_upower_emit(Manager *m, bool latency_changed, bool requests_changed);
-
-int bus_native_add(Manager *m);
-int bus_native_emit(Manager *m, bool latency_changed, bool count_changed, bool floor_changed);

@@ -9,6 +9,7 @@
 #include "client.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -69,7 +70,7 @@ Client *client_unref(Client *c) {
 /* ---- idle clients: a bounded cache, oldest first ---- */
 
 static void idle_unlink(Client *c) {
-        Manager *m = c->manager;
+        Clients *m = c->registry;
         if (!c->idle)
                 return;
         if (c->idle_prev)
@@ -88,19 +89,37 @@ static void idle_unlink(Client *c) {
 /* Stops tracking a client that holds nothing and waits for nothing. */
 static void client_forget(Client *c) {
         idle_unlink(c);
-        hashmap_remove(&c->manager->clients, c->name);
+        hashmap_remove(&c->registry->by_name, c->name);
         c->state = CLIENT_GONE;
         client_unref(c); /* the map's reference */
 }
 
-static void check_idle(Client *c) {
-        Manager *m = c->manager;
+static bool is_idle(const Client *c) {
+        return c->state == CLIENT_READY && c->n_waiters == 0 && c->owner.n_requests == 0;
+}
 
-        if (c->state != CLIENT_READY || c->idle || c->n_waiters > 0 || c->owner.n_requests > 0)
+/* Forgets the oldest client of the idle list that still is idle; one that
+ * is busy again only leaves the list. Returns whether one was forgotten. */
+static bool forget_oldest_idle(Clients *m) {
+        while (m->idle_head) {
+                Client *c = m->idle_head;
+                if (is_idle(c)) {
+                        client_forget(c);
+                        return true;
+                }
+                idle_unlink(c);
+        }
+        return false;
+}
+
+static void check_idle(Client *c) {
+        Clients *m = c->registry;
+
+        if (c->idle || !is_idle(c))
                 return;
         /* Room first: the oldest goes, never c itself. */
         if (m->n_idle >= CLIENT_IDLE_MAX)
-                client_forget(m->idle_head);
+                (void) forget_oldest_idle(m);
         c->idle = true;
         c->idle_next = NULL;
         c->idle_prev = m->idle_tail;
@@ -187,33 +206,27 @@ static void tell_gone(Client *c) {
         client_unref(c);
 }
 
-void client_vanished(Client *c) {
-        Manager *m = c->manager;
+/* The client left: whoever owns its requests hears it first, then its
+ * calls in progress, and the record goes. */
+static void client_vanished(Client *c) {
+        Clients *cs = c->registry;
 
         if (c->state == CLIENT_GONE)
                 return;
         c->state = CLIENT_GONE;
 
         idle_unlink(c);
-        hashmap_remove(&m->clients, c->name);
+        hashmap_remove(&cs->by_name, c->name);
         c->creds_slot = sd_bus_slot_unref(c->creds_slot);
-
-        unsigned n = store_drop_owner(&m->store, &c->owner);
-        if (n > 0) {
-                m->requests_changed = true;
-                int r = manager_commit(m);
-                if (r < 0)
-                        log_error("Cannot lift the requests of %s from %s: %s", c->name, m->sink.path, strerror(-r));
-                manager_emit_signals(m);
-                log_debug("%s left the bus; %u request(s) released or detached.", c->name, n);
-        }
-
+        /* The map's reference keeps c until the end. */
+        if (cs->departed)
+                cs->departed(c, cs->userdata);
         tell_gone(c);
-        client_unref(c); /* the map's reference */
+        client_unref(c);
 }
 
 static int on_name_owner_changed(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
+        Clients *cs = userdata;
         const char *name, *old_owner, *new_owner;
 
         (void) error;
@@ -223,18 +236,24 @@ static int on_name_owner_changed(sd_bus_message *message, void *userdata, sd_bus
         /* A unique name is never handed to anyone else: losing its owner means it left. */
         if (name[0] != ':' || new_owner[0] != 0)
                 return 0;
-        Client *c = hashmap_get(&m->clients, name);
+        Client *c = hashmap_get(&cs->by_name, name);
         if (c)
                 client_vanished(c);
         return 0;
 }
 
-int clients_watch(Manager *m) {
+void clients_init(Clients *cs, unsigned max, void (*departed)(Client *c, void *userdata), void *userdata) {
+        *cs = (Clients){ .max = max, .departed = departed, .userdata = userdata };
+        hashmap_init(&cs->by_name, &hashmap_string_ops);
+}
+
+int clients_watch(Clients *cs, sd_bus *bus) {
+        cs->bus = bus;
         /* arg2='' : only a name losing its owner, which for a unique name is a departure. */
-        return sd_bus_add_match(m->bus, NULL,
+        return sd_bus_add_match(bus, NULL,
                                 "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
                                 "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''",
-                                on_name_owner_changed, m);
+                                on_name_owner_changed, cs);
 }
 
 static int read_credentials(sd_bus_message *reply, uint32_t *uid, uint32_t *pid) {
@@ -305,10 +324,10 @@ static int on_credentials(sd_bus_message *reply, void *userdata, sd_bus_error *e
         return 0;
 }
 
-int client_get(Manager *m, const char *name, Client **ret) {
+int client_get(Clients *m, const char *name, Client **ret) {
         int r;
 
-        Client *c = hashmap_get(&m->clients, name);
+        Client *c = hashmap_get(&m->by_name, name);
         if (c) {
                 *ret = c;
                 return 0;
@@ -316,17 +335,14 @@ int client_get(Manager *m, const char *name, Client **ret) {
 
         if (!name || name[0] != ':' || strlen(name) > 200)
                 return -EINVAL; /* only unique names can send us method calls */
-        if (hashmap_size(&m->clients) >= m->limits.max_clients) {
-                if (!m->idle_head)
-                        return -EUSERS;
-                client_forget(m->idle_head);
-        }
+        if (hashmap_size(&m->by_name) >= m->max && !forget_oldest_idle(m))
+                return -EUSERS;
 
         c = calloc(1, sizeof(Client));
         if (!c)
                 return -ENOMEM;
         c->n_ref = 1;
-        c->manager = m;
+        c->registry = m;
         c->state = CLIENT_RESOLVING;
         c->name = strdup(name);
         c->owner.name = c->name;
@@ -339,7 +355,7 @@ int client_get(Manager *m, const char *name, Client **ret) {
         r = sd_bus_call_method_async(m->bus, &c->creds_slot, "org.freedesktop.DBus", "/org/freedesktop/DBus",
                                      "org.freedesktop.DBus", "GetConnectionCredentials", on_credentials, c, "s", name);
         if (r >= 0)
-                r = hashmap_put(&m->clients, c->name, c);
+                r = hashmap_put(&m->by_name, c->name, c);
         if (r < 0) {
                 client_unref(c);
                 return r;
@@ -349,18 +365,18 @@ int client_get(Manager *m, const char *name, Client **ret) {
         return 0;
 }
 
-void clients_free_all(Manager *m) {
+void clients_done(Clients *m) {
         Client *c;
         size_t i;
 
         /* The store is freed first, so every owner list is empty by now. */
-        while ((i = 0, hashmap_next(&m->clients, &i, (void **) &c))) {
-                hashmap_remove(&m->clients, c->name);
+        while ((i = 0, hashmap_next(&m->by_name, &i, (void **) &c))) {
+                hashmap_remove(&m->by_name, c->name);
                 idle_unlink(c);
                 c->state = CLIENT_GONE;
                 tell_gone(c);
                 /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): c left the map before it was freed */
                 client_unref(c);
         }
-        hashmap_clear(&m->clients);
+        hashmap_clear(&m->by_name);
 }

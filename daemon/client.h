@@ -6,7 +6,9 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "manager.h"
+#include <systemd/sd-bus.h>
+
+#include "hashmap.h"
 #include "store.h"
 
 /* Recently used clients with nothing pending and no request, kept so that
@@ -23,6 +25,7 @@ typedef enum ClientState {
  * credentials are known (READY) and once more if the client leaves (GONE);
  * it must client_unwait() when done. */
 typedef struct ClientWaiter ClientWaiter;
+typedef struct Client Client;
 struct ClientWaiter {
         void (*callback)(Client *c, void *userdata); /* check c->state for the event */
         void *userdata;
@@ -30,9 +33,11 @@ struct ClientWaiter {
         ClientWaiter *prev, *next;
 };
 
+typedef struct Clients Clients;
+
 struct Client {
         unsigned n_ref;
-        Manager *manager;
+        Clients *registry;
         char *name; /* unique bus name */
         ClientState state;
         uid_t uid;
@@ -46,13 +51,30 @@ struct Client {
         Client *idle_prev, *idle_next;
 };
 
-/* Installs the one match on NameOwnerChanged that tells us of every
- * departure, synchronously: before the bus name is taken. */
-int clients_watch(Manager *m);
+/* Every connection pmqosd tracks, and how it hears that one left. */
+struct Clients {
+        sd_bus *bus;
+        Hashmap by_name;               /* unique bus name → Client, for clients still on the bus */
+        Client *idle_head, *idle_tail; /* nothing pending and no request, oldest first */
+        unsigned n_idle;
+        unsigned max; /* MaxClients */
+        /* Told when a client left, before its calls in progress hear it: the
+         * owner of the requests drops them. */
+        void (*departed)(Client *c, void *userdata);
+        void *userdata;
+};
+
+void clients_init(Clients *cs, unsigned max, void (*departed)(Client *c, void *userdata), void *userdata);
+/* Frees every client record, at shutdown; requests are the store's to free. */
+void clients_done(Clients *cs);
+
+/* Installs the one match on NameOwnerChanged that tells of every departure,
+ * synchronously: before the bus name is taken. */
+int clients_watch(Clients *cs, sd_bus *bus);
 
 /* Finds the client with this unique name, or starts tracking it. -EUSERS
  * when MaxClients are tracked and none of them is idle. */
-int client_get(Manager *m, const char *name, Client **ret);
+int client_get(Clients *cs, const char *name, Client **ret);
 Client *client_ref(Client *c);
 Client *client_unref(Client *c);
 
@@ -61,9 +83,3 @@ Client *client_unref(Client *c);
 void client_wait(Client *c, ClientWaiter *w);
 /* The call is done; a client with nothing left becomes idle. NULL-safe for c. */
 void client_unwait(Client *c, ClientWaiter *w);
-
-/* The client left: its dying requests go in one step, one commit, one signal. */
-void client_vanished(Client *c);
-
-/* Frees every client record, at shutdown; requests are the store's to free. */
-void clients_free_all(Manager *m);

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "state-file.h"
+#include "state-format.h"
 
 typedef struct CpuSink {
         char *sysfs_root;

@@ -42,7 +42,16 @@ static bool string_equal(const void *a, const void *b) {
         return strcmp(a, b) == 0;
 }
 
+static uint64_t ptr_hash(const void *key) {
+        return mix64((uint64_t) (uintptr_t) key);
+}
+
+static bool ptr_equal(const void *a, const void *b) {
+        return a == b;
+}
+
 const HashmapOps hashmap_u32_ops = { u32_hash, u32_equal };
+const HashmapOps hashmap_ptr_ops = { ptr_hash, ptr_equal };
 const HashmapOps hashmap_string_ops = { string_hash, string_equal };
 
 void hashmap_init(Hashmap *h, const HashmapOps *ops) {

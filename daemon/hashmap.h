@@ -28,6 +28,7 @@ typedef struct Hashmap {
 
 extern const HashmapOps hashmap_u32_ops;    /* key points to a uint32_t */
 extern const HashmapOps hashmap_string_ops; /* key is a NUL-terminated string */
+extern const HashmapOps hashmap_ptr_ops;    /* the key is the pointer itself (an object's identity) */
 
 void hashmap_init(Hashmap *h, const HashmapOps *ops);
 void hashmap_clear(Hashmap *h); /* frees the table, not the values */

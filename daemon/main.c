@@ -17,8 +17,9 @@
 
 #include "config.h"
 #include "log.h"
+#include "bus.h"
 #include "manager.h"
-#include "state.h"
+#include "state-file.h"
 #include "util.h"
 
 #define DEFAULT_DEVICE "/dev/cpu_dma_latency"
@@ -73,6 +74,32 @@ static int parse_limit(const char *s, unsigned *ret) {
         return 0;
 }
 
+static void options_default(Options *o) {
+        const char *env_root = getenv("PMQOS_SYSFS_ROOT");
+        *o = (Options) {
+                .config = {
+                        .core = {
+                                .device = DEFAULT_DEVICE,
+                                .state_dir = DEFAULT_STATE_DIR,
+                                .sysfs_root = env_root && *env_root ? env_root : DEFAULT_SYSFS_ROOT,
+                                .default_floor = PMQOS_LATENCY_NONE,
+                        },
+                        .limits = LIMITS_DEFAULT,
+                },
+                .config_path = PMQOS_DEFAULT_CONFIG,
+        };
+}
+
+/* --max-timeout and the two request limits: numbers the file may also set. */
+static int set_limit_option(Options *o, const char *arg, unsigned bit, unsigned *target) {
+        o->cli_set |= bit;
+        if (parse_limit(arg, target) < 0) {
+                fprintf(stderr, "pmqosd: invalid number \"%s\"; give one from 1 to %u.\n", arg, LIMIT_MAX);
+                return -EINVAL;
+        }
+        return 0;
+}
+
 /* Returns 1 to run, 0 to exit successfully, negative on a usage error. */
 static int parse_argv(int argc, char *argv[], Options *o) {
         enum {
@@ -106,24 +133,14 @@ static int parse_argv(int argc, char *argv[], Options *o) {
         };
         int c;
 
-        const char *env_root = getenv("PMQOS_SYSFS_ROOT");
-        *o = (Options) {
-                .config = {
-                        .device = DEFAULT_DEVICE,
-                        .state_dir = DEFAULT_STATE_DIR,
-                        .sysfs_root = env_root && *env_root ? env_root : DEFAULT_SYSFS_ROOT,
-                        .limits = LIMITS_DEFAULT,
-                        .default_floor = PMQOS_LATENCY_NONE,
-                },
-                .config_path = PMQOS_DEFAULT_CONFIG,
-        };
+        options_default(o);
         while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
                 switch (c) {
                 case ARG_DEVICE:
-                        o->config.device = optarg;
+                        o->config.core.device = optarg;
                         break;
                 case ARG_STATE_DIR:
-                        o->config.state_dir = optarg;
+                        o->config.core.state_dir = optarg;
                         o->cli_set |= CONFIG_SET_STATE_DIR;
                         break;
                 case ARG_USER:
@@ -137,24 +154,21 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                         o->config_path_given = true;
                         break;
                 case ARG_SYSFS_ROOT:
-                        o->config.sysfs_root = optarg;
+                        o->config.core.sysfs_root = optarg;
                         break;
                 case ARG_MAX_TIMEOUT:
-                case ARG_MAX_PER_CONNECTION:
-                case ARG_MAX_PER_UID: {
-                        unsigned *target = c == ARG_MAX_PER_UID          ? &o->config.limits.max_per_uid
-                                           : c == ARG_MAX_PER_CONNECTION ? &o->config.limits.max_per_connection
-                                                                         : &o->config.limits.max_timeout_sec;
-                        o->cli_set |= c == ARG_MAX_PER_UID          ? CONFIG_SET_MAX_PER_UID
-                                      : c == ARG_MAX_PER_CONNECTION ? CONFIG_SET_MAX_PER_CONNECTION
-                                                                    : CONFIG_SET_MAX_TIMEOUT;
-                        if (parse_limit(optarg, target) < 0) {
-                                fprintf(stderr, "pmqosd: invalid number \"%s\"; give one from 1 to %u.\n", optarg,
-                                        LIMIT_MAX);
+                        if (set_limit_option(o, optarg, CONFIG_SET_MAX_TIMEOUT, &o->config.limits.max_timeout_sec) < 0)
                                 return -EINVAL;
-                        }
                         break;
-                }
+                case ARG_MAX_PER_CONNECTION:
+                        if (set_limit_option(o, optarg, CONFIG_SET_MAX_PER_CONNECTION,
+                                             &o->config.limits.max_per_connection) < 0)
+                                return -EINVAL;
+                        break;
+                case ARG_MAX_PER_UID:
+                        if (set_limit_option(o, optarg, CONFIG_SET_MAX_PER_UID, &o->config.limits.max_per_uid) < 0)
+                                return -EINVAL;
+                        break;
                 case ARG_VERBOSE:
                         o->verbose = true;
                         break;
@@ -219,7 +233,7 @@ apply : {
         if (o->cli_set & CONFIG_SET_MAX_TIMEOUT)
                 o->config.limits.max_timeout_sec = cli.max_timeout_sec;
 }
-        o->config.default_floor = c.default_floor;
+        o->config.core.default_floor = c.default_floor;
         if ((set & CONFIG_SET_STATE_DIR) && !(o->cli_set & CONFIG_SET_STATE_DIR)) {
                 *ret_state_dir = c.state_dir;
                 c.state_dir = NULL;
@@ -244,19 +258,19 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
         if (load_config(&next, &state_dir) < 0)
                 log_error("Keeping the previous configuration.");
         else {
-                if (state_dir && strcmp(state_dir, o->config.state_dir) != 0)
+                if (state_dir && strcmp(state_dir, o->config.core.state_dir) != 0)
                         log_warning("StateDirectory=%s takes effect at the next start.", state_dir);
                 free(state_dir);
                 o->config.limits = next.config.limits;
-                o->config.default_floor = next.config.default_floor;
-                manager_set_limits(ctx->manager, &o->config.limits, o->config.default_floor);
+                o->config.core.default_floor = next.config.core.default_floor;
+                manager_set_limits(ctx->manager, &o->config.limits, o->config.core.default_floor);
                 const Limits *l = &o->config.limits;
                 log_info("Reloaded %s: %u requests per connection, %u per user, timeouts up to %u s (%u s without "
                          "request-latency-persistent), %u/%u/%u calls pending per connection/user/all, %u polkit "
                          "checks in flight, %u clients, default floor %d.",
                          o->config_path, l->max_per_connection, l->max_per_uid, l->max_timeout_sec,
                          l->max_unprivileged_timeout_sec, l->max_pending_per_connection, l->max_pending_per_uid,
-                         l->max_pending, l->max_polkit_in_flight, l->max_clients, (int) o->config.default_floor);
+                         l->max_pending, l->max_polkit_in_flight, l->max_clients, (int) o->config.core.default_floor);
         }
         (void) sd_notify(false, "READY=1");
         return 0;
@@ -302,6 +316,60 @@ static int on_bus_disconnected(sd_bus_message *message, void *userdata, sd_bus_e
         return 0;
 }
 
+/* The bus, wired in one place: departures watched first (so that no
+ * client's departure can be missed), then the objects, then the names. */
+static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **ret) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        static const char *const qos_paths[] = { PMQOS_OBJECT_PATH, PMQOS_UPOWER_POLICY_PATH };
+        int r;
+
+        r = sd_bus_open_system(&bus);
+        if (r < 0) {
+                log_error("Cannot connect to the system bus: %s", strerror(-r));
+                return r;
+        }
+        r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
+        if (r >= 0)
+                r = sd_bus_match_signal(bus, NULL, "org.freedesktop.DBus.Local", "/org/freedesktop/DBus/Local",
+                                        "org.freedesktop.DBus.Local", "Disconnected", on_bus_disconnected, event);
+        if (r >= 0)
+                r = manager_attach_bus(m, bus);
+        if (r < 0) {
+                log_error("Cannot watch the bus: %s", strerror(-r));
+                return r;
+        }
+
+        for (size_t i = 0; i < ELEMENTSOF(qos_paths) && r >= 0; i++)
+                r = sd_bus_add_object_vtable(bus, NULL, qos_paths[i], PMQOS_QOS_INTERFACE, bus_upower_vtable, m);
+        if (r >= 0)
+                r = sd_bus_add_object_vtable(bus, NULL, PMQOS_OBJECT_PATH, PMQOS_NATIVE_INTERFACE, bus_native_vtable,
+                                             m);
+        if (r >= 0)
+                r = sd_bus_add_filter(bus, NULL, bus_native_properties_filter, m);
+        if (r < 0) {
+                log_error("Cannot export the D-Bus objects: %s", strerror(-r));
+                return r;
+        }
+
+        r = sd_bus_request_name(bus, PMQOS_BUS_NAME, 0);
+        if (r < 0) {
+                log_error("Cannot own %s on the system bus: %s%s", PMQOS_BUS_NAME, strerror(-r),
+                          r == -EEXIST ? " (is another pmqosd running?)" : "");
+                return r;
+        }
+        if (upower_name) {
+                /* Only when free: never push a running UPower off its name. */
+                r = sd_bus_request_name(bus, PMQOS_UPOWER_BUS_NAME, 0);
+                if (r < 0)
+                        log_warning("Not claiming %s: %s%s", PMQOS_UPOWER_BUS_NAME, strerror(-r),
+                                    r == -EEXIST ? " (UPower runs)" : "");
+                else
+                        log_info("Also serving %s for UPower-era clients.", PMQOS_UPOWER_BUS_NAME);
+        }
+        *ret = TAKE_PTR(bus);
+        return 0;
+}
+
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
@@ -319,11 +387,11 @@ static int run(int argc, char *argv[]) {
         if (load_config(&o, &config_state_dir) < 0)
                 return 1;
         if (config_state_dir)
-                o.config.state_dir = config_state_dir;
+                o.config.core.state_dir = config_state_dir;
 
         /* The user to become is looked up while the user database is still readable. */
         struct passwd user = {};
-        o.config.state_owner = geteuid();
+        o.config.core.state_owner = geteuid();
         if (o.user) {
                 errno = 0;
                 struct passwd *pw = getpwnam(o.user);
@@ -333,7 +401,7 @@ static int run(int argc, char *argv[]) {
                 }
                 /* Only what drop_privileges() needs; the name is argv's, which lives on. */
                 user = (struct passwd){ .pw_name = (char *) o.user, .pw_uid = pw->pw_uid, .pw_gid = pw->pw_gid };
-                o.config.state_owner = pw->pw_uid;
+                o.config.core.state_owner = pw->pw_uid;
         }
 
         sigemptyset(&mask);
@@ -350,64 +418,24 @@ static int run(int argc, char *argv[]) {
         (void) sd_event_add_signal(event, NULL, SIGTERM, NULL, NULL);
         (void) sd_event_add_signal(event, NULL, SIGINT, NULL, NULL);
 
-        /* Everything that needs root first: the device, the per-CPU files, the state. */
+        /* Everything that needs root first: the device, the per-CPU files, the
+         * state, whose bounds the kernel gets before any client can ask. */
         r = manager_new(&m, event, &o.config);
         if (r < 0)
                 return 1; /* manager_new said why */
 
-        /* The kernel gets the saved bounds before any client can ask. */
-        r = manager_load_state(m);
-        if (r < 0)
-                return 1;
-
         /* Then, optionally, nothing of root at all; the bus sees who we really are. */
-        if (o.user && drop_privileges(&user, o.config.state_dir) < 0)
+        if (o.user && drop_privileges(&user, o.config.core.state_dir) < 0)
                 return 1;
 
-        r = sd_bus_open_system(&bus);
-        if (r < 0) {
-                log_error("Cannot connect to the system bus: %s", strerror(-r));
-                return 1;
-        }
-        r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
-        if (r < 0) {
-                log_error("Cannot attach the bus to the event loop: %s", strerror(-r));
-                return 1;
-        }
-        r = sd_bus_match_signal(bus, NULL, "org.freedesktop.DBus.Local", "/org/freedesktop/DBus/Local",
-                                "org.freedesktop.DBus.Local", "Disconnected", on_bus_disconnected, event);
-        if (r < 0) {
-                log_error("Cannot watch the bus connection: %s", strerror(-r));
-                return 1;
-        }
-
-        r = manager_attach_bus(m, bus);
-        if (r < 0) {
-                log_error("Cannot export the D-Bus objects: %s", strerror(-r));
-                return 1;
-        }
-
-        r = sd_bus_request_name(bus, PMQOS_BUS_NAME, 0);
-        if (r < 0) {
-                log_error("Cannot own %s on the system bus: %s%s", PMQOS_BUS_NAME, strerror(-r),
-                          r == -EEXIST ? " (is another pmqosd running?)" : "");
-                return 1;
-        }
-
-        if (o.upower_name) {
-                /* Only when free: never push a running UPower off its name. */
-                r = sd_bus_request_name(bus, PMQOS_UPOWER_BUS_NAME, 0);
-                if (r < 0)
-                        log_warning("Not claiming %s: %s%s", PMQOS_UPOWER_BUS_NAME, strerror(-r),
-                                    r == -EEXIST ? " (UPower runs)" : "");
-                else
-                        log_info("Also serving %s for UPower-era clients.", PMQOS_UPOWER_BUS_NAME);
-        }
+        r = connect_bus(m, event, o.upower_name, &bus);
+        if (r < 0)
+                return 1; /* connect_bus said why */
 
         ReloadContext reload = { .options = &o, .manager = m };
         (void) sd_event_add_signal(event, NULL, SIGHUP, on_sighup, &reload);
 
-        log_info("Serving %s on %s.", PMQOS_BUS_NAME, o.config.device);
+        log_info("Serving %s on %s.", PMQOS_BUS_NAME, o.config.core.device);
         /* State is loaded and the name is ours: clients can be served. */
         manager_notify_status(m);
         (void) sd_notify(false, "READY=1");

@@ -1,461 +1,225 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* One record per line, "key=value" fields, strings percent-encoded so that a
- * record never spans lines and an admin can read it. The parser is strict:
- * anything unexpected makes the whole file corrupt, never half-loaded. */
+/* A crash at any instant leaves either the old file or the new one, whole:
+ * the new one is complete and on disk before rename() makes it the file. */
 
 #include "state-file.h"
 
-#include "text.h"
-
 #include <errno.h>
-#include <inttypes.h>
-#include <stdarg.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
-#include "validate.h"
+#include "log.h"
 
-#define STATE_MAGIC "pmqos-state"
+#define STATE_NAME "state"
+#define STATE_TMP_NAME ".state.tmp"
 
-void state_data_done(StateData *d) {
-        for (size_t i = 0; i < d->n_requests; i++)
-                request_free(d->requests[i]);
-        free(d->requests);
-        for (size_t i = 0; i < d->n_originals; i++)
-                free(d->originals[i].value);
-        free(d->originals);
-        *d = (StateData){ .floor = PMQOS_LATENCY_NONE };
-}
+int state_dir_prepare(const char *dir, uid_t owner) {
+        char probe[4096];
+        struct stat st;
 
-/* ---- writing ---- */
-
-static void text_reserve(TextBuffer *b, size_t more) {
-        if (b->oom || b->len + more + 1 <= b->cap)
-                return;
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + more + 1)
-                cap *= 2;
-        char *p = realloc(b->data, cap);
-        if (!p) {
-                b->oom = true;
-                return;
-        }
-        b->data = p;
-        b->cap = cap;
-}
-
-void text_append(TextBuffer *b, const char *s) {
-        size_t n = strlen(s);
-        text_reserve(b, n);
-        if (b->oom)
-                return;
-        memcpy(b->data + b->len, s, n + 1);
-        b->len += n;
-}
-
-void text_printf(TextBuffer *b, const char *fmt, ...) {
-        char line[512];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(line, sizeof(line), fmt, ap);
-        va_end(ap);
-        text_append(b, line);
-}
-
-static bool needs_escape(unsigned char c) {
-        return c <= 0x20 || c >= 0x7f || c == '%' || c == '=';
-}
-
-void text_append_escaped(TextBuffer *b, const char *s) {
-        static const char hex[] = "0123456789ABCDEF";
-        text_reserve(b, strlen(s) * 3);
-        if (b->oom)
-                return;
-        for (const unsigned char *p = (const unsigned char *) s; *p; p++)
-                if (needs_escape(*p)) {
-                        b->data[b->len++] = '%';
-                        b->data[b->len++] = hex[*p >> 4];
-                        b->data[b->len++] = hex[*p & 15];
-                } else
-                        b->data[b->len++] = (char) *p;
-        b->data[b->len] = 0;
-}
-
-int state_serialize(const Store *s, int32_t floor, const CpuOriginal *originals, size_t n_originals, TextBuffer *out) {
-        text_append(out, "# pmqosd state: written atomically by pmqosd; edit only while it is stopped.\n");
-        text_printf(out, "%s %d\n", STATE_MAGIC, STATE_FORMAT_VERSION);
-        text_printf(out, "floor %" PRIi32 "\n", floor);
-        for (size_t i = 0; i < n_originals; i++) {
-                text_printf(out, "cpu %" PRIu32 " ", originals[i].cpu);
-                text_append_escaped(out, originals[i].value);
-                text_append(out, "\n");
-        }
-        STORE_FOREACH(r, s) {
-                if (!r->persistent)
-                        continue;
-                text_printf(out,
-                            "request cookie=%" PRIu32 " type=%s value=%" PRIi32 " uid=%u pid=%d created=%" PRIi64
-                            " expires=%" PRIi64 " cpus=",
-                            r->cookie, qos_type_to_string(r->type), r->value, (unsigned) r->uid, (int) r->pid,
-                            r->created_usec, r->expires_usec);
-                for (size_t i = 0; i < r->n_cpus; i++)
-                        text_printf(out, "%s%" PRIu32, i ? "," : "", r->cpus[i]);
-                text_append(out, " exec=");
-                text_append_escaped(out, request_exec(r));
-                text_append(out, " reason=");
-                text_append_escaped(out, request_reason(r));
-                text_append(out, "\n");
-        }
-        /* A file cut short at a line boundary still lacks this. */
-        text_append(out, "end\n");
-        return out->oom ? -ENOMEM : 0;
-}
-
-/* ---- reading ---- */
-
-static int fail(char *err, size_t err_size, unsigned line, const char *what) {
-        snprintf(err, err_size, "line %u: %s", line, what);
-        return -EBADMSG;
-}
-
-static int hexval(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        return -1;
-}
-
-/* Decodes in place; refuses malformed escapes and embedded NULs. */
-static int unescape(char *s) {
-        char *w = s;
-        for (char *p = s; *p; p++) {
-                if (*p != '%') {
-                        *w++ = *p;
-                        continue;
-                }
-                int hi = hexval(p[1]), lo = hi < 0 ? -1 : hexval(p[2]);
-                if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-                        return -EINVAL;
-                *w++ = (char) (hi << 4 | lo);
-                p += 2;
-        }
-        *w = 0;
-        return 0;
-}
-
-static int parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret) {
-        char *end;
-        if (!*s || (s[0] == '0' && s[1] != 0) || (s[0] == '-' && (s[1] == '0' || !s[1])))
-                return -EINVAL; /* canonical decimal only */
-        errno = 0;
-        long long v = strtoll(s, &end, 10);
-        if (errno || *end || v < min || v > max)
-                return -EINVAL;
-        *ret = v;
-        return 0;
-}
-
-/* The command line as a listing shows it: cleaned like one read from /proc. */
-static int set_exec(Request *r, const char *val) {
-        char *clean = text_clean(val, strlen(val), PMQOS_EXEC_MAX);
-        if (!clean)
-                return -ENOMEM;
-        r->exec = shared_string_new(clean);
-        free(clean);
-        return r->exec ? 0 : -ENOMEM;
-}
-
-static int parse_cpus(char *s, Request *r) {
-        uint32_t cpus[PMQOS_CPUS_MAX]; /* as many as a request may name */
-        size_t n = 0;
-
-        if (!*s)
-                return request_set_cpus(r, NULL, 0);
-        for (char *tok = s, *next; tok; tok = next) {
-                next = strchr(tok, ',');
-                if (next)
-                        *next++ = 0;
-                int64_t v;
-                if (n >= sizeof(cpus) / sizeof(cpus[0]) || parse_i64(tok, 0, PMQOS_MAX_CPUS - 1, &v) < 0)
-                        return -EINVAL;
-                cpus[n++] = (uint32_t) v;
-        }
-        return request_set_cpus(r, cpus, n);
-}
-
-enum {
-        F_COOKIE = 1 << 0,
-        F_TYPE = 1 << 1,
-        F_VALUE = 1 << 2,
-        F_UID = 1 << 3,
-        F_PID = 1 << 4,
-        F_CREATED = 1 << 5,
-        F_EXPIRES = 1 << 6,
-        F_CPUS = 1 << 7,
-        F_EXEC = 1 << 8,
-        F_REASON = 1 << 9,
-        F_ALL = (1 << 10) - 1,
-};
-
-static int parse_request(char *fields, Request **ret, const char **why) {
-        Request *r = calloc(1, sizeof(Request));
-        unsigned seen = 0;
-        int64_t v = 0;
-
-        if (!r) {
-                *why = "out of memory";
-                return -ENOMEM;
-        }
-        r->value_node = (HeapNode) HEAP_NODE_INIT;
-        r->expiry_node = (HeapNode) HEAP_NODE_INIT;
-        r->persistent = true;
-
-        for (char *tok = fields, *next; tok && *tok; tok = next) {
-                next = strchr(tok, ' ');
-                if (next)
-                        *next++ = 0;
-                char *eq = strchr(tok, '=');
-                if (!eq) {
-                        *why = "field without '='";
-                        goto fail;
-                }
-                *eq = 0;
-                const char *key = tok;
-                char *val = eq + 1;
-                static const char *const names[] = { "cookie",  "type",    "value", "uid",  "pid",
-                                                     "created", "expires", "cpus",  "exec", "reason" };
-                unsigned i;
-                int k = 0;
-                QosType t;
-                ValidationError verr;
-
-                for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-                        if (strcmp(key, names[i]) == 0)
-                                break;
-                if (i == sizeof(names) / sizeof(names[0])) {
-                        *why = "unknown request field";
-                        goto fail;
-                }
-                if (seen & (1u << i)) {
-                        *why = "repeated request field";
-                        goto fail;
-                }
-                seen |= 1u << i;
-
-                switch (1u << i) {
-                case F_COOKIE:
-                        k = parse_i64(val, 1, UINT32_MAX, &v);
-                        r->cookie = (uint32_t) v;
-                        break;
-                case F_TYPE:
-                        k = parse_qos_type(val, &t, &verr);
-                        r->type = t;
-                        break;
-                case F_VALUE:
-                        k = parse_i64(val, PMQOS_LATENCY_NONE, PMQOS_LATENCY_MAX_US, &v);
-                        r->value = (int32_t) v;
-                        break;
-                case F_UID:
-                        k = parse_i64(val, 0, UINT32_MAX - 1, &v);
-                        r->uid = (uid_t) v;
-                        break;
-                case F_PID:
-                        k = parse_i64(val, 0, INT32_MAX, &v);
-                        r->pid = (pid_t) v;
-                        break;
-                case F_CREATED:
-                        k = parse_i64(val, 0, INT64_MAX, &v);
-                        r->created_usec = v;
-                        break;
-                case F_EXPIRES:
-                        k = parse_i64(val, 0, INT64_MAX, &v);
-                        r->expires_usec = v;
-                        break;
-                case F_CPUS:
-                        k = parse_cpus(val, r);
-                        break;
-                case F_EXEC:
-                        k = unescape(val);
-                        if (k >= 0 && val[0])
-                                k = set_exec(r, val);
-                        break;
-                case F_REASON:
-                        k = unescape(val);
-                        if (k >= 0 && strlen(val) > STATE_REASON_MAX)
-                                k = -EINVAL;
-                        /* A file edited by hand may hold anything: the bus takes only UTF-8. */
-                        if (k >= 0 && val[0])
-                                k = (r->reason = utf8_is_valid(val, strlen(val))
-                                                         ? strdup(val)
-                                                         : text_clean(val, strlen(val), STATE_REASON_MAX))
-                                            ? 0
-                                            : -ENOMEM;
-                        break;
-                }
-                if (k < 0) {
-                        *why = "invalid request field value";
-                        goto fail;
-                }
-        }
-        if (seen != F_ALL) {
-                *why = "request record lacks a field";
-                goto fail;
-        }
-        *ret = r;
-        return 0;
-
-fail:
-        request_free(r);
-        return -EBADMSG;
-}
-
-static int append_request(StateData *d, Request *r) {
-        Request **p = realloc(d->requests, (d->n_requests + 1) * sizeof(Request *));
-        if (!p)
-                return -ENOMEM;
-        d->requests = p;
-        d->requests[d->n_requests++] = r;
-        return 0;
-}
-
-static int append_original(StateData *d, uint32_t cpu, const char *value) {
-        CpuOriginal *p = realloc(d->originals, (d->n_originals + 1) * sizeof(CpuOriginal));
-        if (!p)
-                return -ENOMEM;
-        d->originals = p;
-        char *copy = strdup(value);
-        if (!copy)
-                return -ENOMEM;
-        d->originals[d->n_originals++] = (CpuOriginal){ .cpu = cpu, .value = copy };
-        return 0;
-}
-
-int state_parse(const char *buf, size_t len, StateData *ret, char *err, size_t err_size) {
-        StateData d = { .floor = PMQOS_LATENCY_NONE };
-        bool have_header = false, have_floor = false, have_end = false;
-        Hashmap cookies;
-        unsigned lineno = 0;
-        int r = 0;
-
-        if (len > STATE_FILE_MAX)
-                return fail(err, err_size, 0, "file is larger than 16 MiB");
-        if (memchr(buf, 0, len))
-                return fail(err, err_size, 0, "file contains a NUL byte");
-        if (len > 0 && buf[len - 1] != '\n')
-                return fail(err, err_size, 0, "file does not end with a newline (truncated?)");
-
-        char *copy = malloc(len + 1);
-        if (!copy)
-                return -ENOMEM;
-        hashmap_init(&cookies, &hashmap_u32_ops);
-        memcpy(copy, buf, len);
-        copy[len] = 0;
-
-        for (char *line = copy, *next; line && *line; line = next) {
-                next = strchr(line, '\n');
-                if (next)
-                        *next++ = 0;
-                lineno++;
-
-                if (line[0] == '#' || line[0] == 0)
-                        continue;
-                if (have_end) {
-                        r = fail(err, err_size, lineno, "records after the end line");
-                        goto out;
-                }
-
-                if (!have_header) {
-                        char want[32];
-                        snprintf(want, sizeof(want), "%s %d", STATE_MAGIC, STATE_FORMAT_VERSION);
-                        if (strncmp(line, STATE_MAGIC " ", strlen(STATE_MAGIC) + 1) == 0 && strcmp(line, want) != 0) {
-                                r = fail(err, err_size, lineno, "unknown state format version");
-                                goto out;
-                        }
-                        if (strcmp(line, want) != 0) {
-                                r = fail(err, err_size, lineno, "not a pmqos state file");
-                                goto out;
-                        }
-                        have_header = true;
-                        continue;
-                }
-
-                if (strcmp(line, "end") == 0)
-                        have_end = true;
-                else if (strncmp(line, "floor ", 6) == 0) {
-                        int64_t v;
-                        if (have_floor || parse_i64(line + 6, PMQOS_LATENCY_NONE, PMQOS_LATENCY_MAX_US, &v) < 0) {
-                                r = fail(err, err_size, lineno, "invalid or repeated floor");
-                                goto out;
-                        }
-                        d.floor = (int32_t) v;
-                        have_floor = true;
-                } else if (strncmp(line, "cpu ", 4) == 0) {
-                        char *sp = strchr(line + 4, ' ');
-                        int64_t cpu;
-                        if (!sp) {
-                                r = fail(err, err_size, lineno, "cpu record without a value");
-                                goto out;
-                        }
-                        *sp = 0;
-                        if (parse_i64(line + 4, 0, PMQOS_MAX_CPUS - 1, &cpu) < 0 || unescape(sp + 1) < 0 ||
-                            strlen(sp + 1) > 64) {
-                                r = fail(err, err_size, lineno, "invalid cpu record");
-                                goto out;
-                        }
-                        for (size_t i = 0; i < d.n_originals; i++)
-                                if (d.originals[i].cpu == cpu) {
-                                        r = fail(err, err_size, lineno, "repeated cpu record");
-                                        goto out;
-                                }
-                        r = append_original(&d, (uint32_t) cpu, sp + 1);
-                        if (r < 0)
-                                goto out;
-                } else if (strncmp(line, "request ", 8) == 0) {
-                        Request *req;
-                        const char *why = NULL;
-                        r = parse_request(line + 8, &req, &why);
-                        if (r < 0) {
-                                r = fail(err, err_size, lineno, why);
-                                goto out;
-                        }
-                        if (hashmap_get(&cookies, &req->cookie)) {
-                                request_free(req);
-                                r = fail(err, err_size, lineno, "repeated cookie");
-                                goto out;
-                        }
-                        r = append_request(&d, req);
-                        if (r >= 0)
-                                r = hashmap_put(&cookies, &req->cookie, req);
-                        if (r < 0) {
-                                if (d.n_requests == 0 || d.requests[d.n_requests - 1] != req)
-                                        request_free(req);
-                                goto out;
-                        }
-                } else {
-                        r = fail(err, err_size, lineno, "unknown record");
-                        goto out;
-                }
-        }
-        if (!have_header) {
-                r = fail(err, err_size, lineno, "no header line (empty or truncated file)");
-                goto out;
-        }
-        if (!have_floor || !have_end) {
-                r = fail(err, err_size, lineno, "no floor or end record (truncated file?)");
-                goto out;
-        }
-
-out:
-        hashmap_clear(&cookies);
-        free(copy);
-        if (r < 0) {
-                state_data_done(&d);
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        /* Never through a symbolic link, and only a directory that nobody
+         * else could have prepared for us. */
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0) {
+                int r = -errno;
+                if (r == -ELOOP || r == -ENOTDIR)
+                        log_error("State directory %s is not a directory (a symbolic link?); refusing it.", dir);
                 return r;
         }
-        *ret = d;
+        int r = fstat(dfd, &st) < 0 ? -errno : 0;
+        close(dfd);
+        if (r < 0)
+                return r;
+        if (st.st_uid != geteuid() && st.st_uid != owner) {
+                log_error("State directory %s belongs to uid %u, not to pmqosd (uid %u%s); refusing it. Remove it or "
+                          "chown it to pmqosd's user.",
+                          dir, (unsigned) st.st_uid, (unsigned) geteuid(), owner != geteuid() ? " or its --user" : "");
+                return -EPERM;
+        }
+        if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+                log_error("State directory %s is writable by group or others (mode %04o); refusing it. Make it 0700.",
+                          dir, (unsigned) (st.st_mode & 07777));
+                return -EPERM;
+        }
+
+        /* access() says yes to root even on a read-only mount: really try. */
+        snprintf(probe, sizeof(probe), "%s/%s", dir, STATE_TMP_NAME);
+        (void) unlink(probe);
+        int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return -errno;
+        close(fd);
+        unlink(probe);
         return 0;
+}
+
+int state_hand_over(const char *dir, uid_t uid, gid_t gid) {
+        struct stat st;
+        int r = 0;
+
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return -errno;
+        /* The file first: once the directory is the user's, root without
+         * CAP_DAC_OVERRIDE (the unit's case) cannot look into it. Whatever
+         * "state" is now, it is changed only through a descriptor of a regular
+         * file with one link: never a symlink, FIFO or hard link. */
+        int fd = openat(dfd, STATE_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0 && errno != ENOENT)
+                r = -errno;
+        else if (fd >= 0) {
+                if (fstat(fd, &st) < 0)
+                        r = -errno;
+                else if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
+                        r = -EMLINK;
+                else if (fchown(fd, uid, gid) < 0)
+                        r = -errno;
+                close(fd);
+        }
+        if (r == 0 && fchown(dfd, uid, gid) < 0)
+                r = -errno;
+        close(dfd);
+        return r;
+}
+
+static int read_file(const char *path, char **ret, size_t *ret_len) {
+        /* O_NONBLOCK: a FIFO in its place must not hang the start. */
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+        if (fd < 0)
+                return errno == ELOOP ? -EBADMSG : -errno;
+
+        struct stat st;
+        if (fstat(fd, &st) < 0) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                close(fd);
+                return -EBADMSG;
+        }
+        if ((uint64_t) st.st_size > STATE_FILE_MAX) {
+                close(fd);
+                return -EFBIG;
+        }
+
+        size_t cap = (size_t) st.st_size + 1, len = 0;
+        char *buf = malloc(cap);
+        if (!buf) {
+                close(fd);
+                return -ENOMEM;
+        }
+        for (;;) {
+                ssize_t n = read(fd, buf + len, cap - len);
+                if (n < 0) {
+                        int r = -errno;
+                        free(buf);
+                        close(fd);
+                        return r;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t) n;
+                if (len == cap) { /* grew while we read: refuse rather than chase it */
+                        free(buf);
+                        close(fd);
+                        return -EFBIG;
+                }
+        }
+        close(fd);
+        *ret = buf;
+        *ret_len = len;
+        return 0;
+}
+
+static void move_aside(const char *dir, const char *path, const char *why) {
+        char aside[4096];
+        snprintf(aside, sizeof(aside), "%s/%s.corrupt-%lld", dir, STATE_NAME, (long long) time(NULL));
+        if (rename(path, aside) < 0)
+                log_error("State file %s is unusable (%s) and cannot be moved aside: %s; starting empty.", path, why,
+                          strerror(errno));
+        else
+                log_error("State file %s is unusable (%s); moved it to %s and starting empty.", path, why, aside);
+}
+
+int state_load(const char *dir, StateData *ret) {
+        char path[4096], err[256];
+        char *buf = NULL;
+        size_t len = 0;
+
+        *ret = (StateData){ .floor = PMQOS_LATENCY_NONE };
+        snprintf(path, sizeof(path), "%s/%s", dir, STATE_NAME);
+
+        int r = read_file(path, &buf, &len);
+        if (r == -ENOENT)
+                return 0;
+        if (r == -EFBIG || r == -EBADMSG) {
+                move_aside(dir, path, r == -EFBIG ? "larger than 16 MiB" : "not a regular file");
+                return 0;
+        }
+        if (r < 0) {
+                move_aside(dir, path, strerror(-r));
+                return 0;
+        }
+
+        r = state_parse(buf, len, ret, err, sizeof(err));
+        free(buf);
+        if (r == -EBADMSG) {
+                move_aside(dir, path, err);
+                return 0;
+        }
+        return r;
+}
+
+int state_save(const char *dir, const char *data, size_t len, bool durable) {
+        char tmp[4096], path[4096];
+        int r = 0;
+
+        snprintf(tmp, sizeof(tmp), "%s/%s", dir, STATE_TMP_NAME);
+        snprintf(path, sizeof(path), "%s/%s", dir, STATE_NAME);
+
+        /* A fresh file: whatever had that name (a link planted there) is not written through. */
+        (void) unlink(tmp);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return -errno;
+        for (size_t done = 0; done < len;) {
+                ssize_t n = write(fd, data + done, len - done);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = -errno;
+                        break;
+                }
+                done += (size_t) n;
+        }
+        if (r == 0 && fsync(fd) < 0)
+                r = -errno;
+        if (close(fd) < 0 && r == 0)
+                r = -errno;
+        if (r == 0 && rename(tmp, path) < 0)
+                r = -errno;
+        if (r < 0) {
+                unlink(tmp);
+                return r;
+        }
+
+        /* Without it a power cut may bring back the previous file, which is
+         * whole: fine when what changed is lost with a reboot anyway. */
+        if (!durable)
+                return 0;
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return -errno;
+        if (fsync(dfd) < 0)
+                r = -errno;
+        close(dfd);
+        return r;
 }

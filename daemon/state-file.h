@@ -1,47 +1,27 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The state file's format: persistent requests, the floor and the per-CPU
- * values to restore. Pure text in, text out; no I/O (see state.c). */
+/* The state directory on disk: atomic saves, loads that never crash and
+ * never silently discard a damaged file. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdint.h>
+#include <sys/types.h>
 
-#include "store.h"
+#include "state-format.h"
 
-#define STATE_FORMAT_VERSION 1
-#define STATE_FILE_MAX (16u * 1024u * 1024u)
-#define STATE_REASON_MAX 256u
+/* Creates dir (0700) if missing and checks that we can write into it. An
+ * existing dir must be a real directory owned by us or by owner (the user
+ * we will run as), not writable by group or others; else -EPERM, logged. */
+int state_dir_prepare(const char *dir, uid_t owner);
 
-typedef struct CpuOriginal {
-        uint32_t cpu;
-        char *value;     /* the sysfs text found before our first write */
-        int32_t written; /* what we wrote since (in memory only) */
-} CpuOriginal;
+/* Gives dir and dir/state to uid:gid through descriptors (no symlink, FIFO
+ * or hard link is followed: -EMLINK), before pmqosd becomes that user. */
+int state_hand_over(const char *dir, uid_t uid, gid_t gid);
 
-typedef struct StateData {
-        int32_t floor;
-        Request **requests; /* owned; not in any store */
-        size_t n_requests;
-        CpuOriginal *originals;
-        size_t n_originals;
-} StateData;
+/* Loads dir/state. A missing file gives empty data. A damaged one is logged
+ * with the reason, moved aside as state.corrupt-<time>, and gives empty data. */
+int state_load(const char *dir, StateData *ret);
 
-void state_data_done(StateData *d);
-
-/* Parses a whole file. Returns 0, or -EBADMSG with a reason ("line 3: …") in err. */
-int state_parse(const char *buf, size_t len, StateData *ret, char *err, size_t err_size);
-
-/* Appends one text line per item to a growing buffer. */
-typedef struct TextBuffer {
-        char *data;
-        size_t len, cap;
-        bool oom;
-} TextBuffer;
-
-void text_append(TextBuffer *b, const char *s);
-void text_append_escaped(TextBuffer *b, const char *s);
-void text_printf(TextBuffer *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Writes the header, the floor, the originals and every persistent request of s. */
-int state_serialize(const Store *s, int32_t floor, const CpuOriginal *originals, size_t n_originals, TextBuffer *out);
+/* Writes dir/state atomically: temp file, fsync, rename, and — when durable —
+ * fsync of dir, so that the new file survives a power cut. */
+int state_save(const char *dir, const char *data, size_t len, bool durable);

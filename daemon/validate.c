@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The rules of SPEC §3.1 for "type" and "value", in one place. */
+/* The rules for "type" and "value" of both interfaces (pmqosd(8)), in one place. */
 
 #include "util.h"
 #include "validate.h"
@@ -107,6 +107,84 @@ static int read_cpus(sd_bus_message *m, RequestOptions *o, ValidationError *err)
         return 0;
 }
 
+static int read_reason(sd_bus_message *m, RequestOptions *o, uint32_t max_timeout_sec, ValidationError *err) {
+        const char *reason;
+        int r = sd_bus_message_read(m, "s", &reason);
+        if (r < 0)
+                return r;
+        if (strlen(reason) > PMQOS_REASON_MAX)
+                return option_error(err, "reason", "\" is longer than 256 bytes.");
+        o->reason = strdup(reason);
+        return o->reason ? 0 : -ENOMEM;
+}
+
+static int read_persistent(sd_bus_message *m, RequestOptions *o, uint32_t max_timeout_sec, ValidationError *err) {
+        int b = 0;
+        int r = sd_bus_message_read(m, "b", &b);
+        o->persistent = b;
+        return r;
+}
+
+static int read_timeout(sd_bus_message *m, RequestOptions *o, uint32_t max_timeout_sec, ValidationError *err) {
+        int r = sd_bus_message_read(m, "u", &o->timeout_sec);
+        if (r >= 0 && (o->timeout_sec < 1 || o->timeout_sec > max_timeout_sec)) {
+                char problem[96];
+                snprintf(problem, sizeof(problem), "\" must be 1 … %" PRIu32 " seconds.", max_timeout_sec);
+                return option_error(err, "timeout", problem);
+        }
+        return r;
+}
+
+static int read_cpus_option(sd_bus_message *m, RequestOptions *o, uint32_t max_timeout_sec, ValidationError *err) {
+        return read_cpus(m, o, err);
+}
+
+/* The table is the list of options: key, variant type, reader. */
+static const struct {
+        const char *key, *type;
+        int (*read)(sd_bus_message *m, RequestOptions *o, uint32_t max_timeout_sec, ValidationError *err);
+} options[] = {
+        { "reason", "s", read_reason },
+        { "persistent", "b", read_persistent },
+        { "timeout", "u", read_timeout },
+        { "cpus", "au", read_cpus_option },
+};
+
+/* Reads one {sv} entry of the options into o; seen marks the keys read so far. */
+static int read_option(sd_bus_message *m, RequestOptions *o, unsigned *seen, uint32_t max_timeout_sec,
+                       ValidationError *err) {
+        const char *key, *contents;
+        size_t i;
+        int r;
+
+        r = sd_bus_message_read(m, "s", &key);
+        if (r < 0)
+                return r;
+        for (i = 0; i < ELEMENTSOF(options) && strcmp(key, options[i].key) != 0; i++)
+                ;
+        if (i == ELEMENTSOF(options))
+                return fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS, "Unknown option \"", key,
+                            "\"; known options are reason, persistent, timeout and cpus.");
+        if (*seen & (1u << i))
+                return option_error(err, key, "\" is given twice.");
+        *seen |= 1u << i;
+
+        r = sd_bus_message_peek_type(m, NULL, &contents);
+        if (r < 0)
+                return r;
+        if (strcmp(contents, options[i].type) != 0) {
+                char problem[96];
+                snprintf(problem, sizeof(problem), "\" must be of type '%s'.", options[i].type);
+                return option_error(err, key, problem);
+        }
+        r = sd_bus_message_enter_container(m, 'v', contents);
+        if (r >= 0)
+                r = options[i].read(m, o, max_timeout_sec, err);
+        if (r >= 0)
+                r = sd_bus_message_exit_container(m); /* v */
+        return r;
+}
+
 int parse_request_options(sd_bus_message *m, uint32_t max_timeout_sec, RequestOptions *ret, ValidationError *err) {
         RequestOptions o = {};
         unsigned seen = 0;
@@ -116,83 +194,18 @@ int parse_request_options(sd_bus_message *m, uint32_t max_timeout_sec, RequestOp
         if (r < 0)
                 return r;
         while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
-                static const struct {
-                        const char *key, *type;
-                } known[] = { { "reason", "s" }, { "persistent", "b" }, { "timeout", "u" }, { "cpus", "au" } };
-                const char *key, *contents;
-                unsigned i;
-
-                r = sd_bus_message_read(m, "s", &key);
+                r = read_option(m, &o, &seen, max_timeout_sec, err);
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(m); /* e */
                 if (r < 0)
-                        goto out;
-                for (i = 0; i < ELEMENTSOF(known); i++)
-                        if (strcmp(key, known[i].key) == 0)
-                                break;
-                if (i == ELEMENTSOF(known)) {
-                        r = fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS, "Unknown option \"", key,
-                                 "\"; known options are reason, persistent, timeout and cpus.");
-                        goto out;
-                }
-                if (seen & (1u << i)) {
-                        r = option_error(err, key, "\" is given twice.");
-                        goto out;
-                }
-                seen |= 1u << i;
-
-                r = sd_bus_message_peek_type(m, NULL, &contents);
-                if (r < 0)
-                        goto out;
-                if (strcmp(contents, known[i].type) != 0) {
-                        char problem[96];
-                        snprintf(problem, sizeof(problem), "\" must be of type '%s'.", known[i].type);
-                        r = option_error(err, key, problem);
-                        goto out;
-                }
-                r = sd_bus_message_enter_container(m, 'v', contents);
-                if (r < 0)
-                        goto out;
-
-                if (i == 0) {
-                        const char *reason;
-                        r = sd_bus_message_read(m, "s", &reason);
-                        if (r >= 0 && strlen(reason) > PMQOS_REASON_MAX)
-                                r = option_error(err, key, "\" is longer than 256 bytes.");
-                        else if (r >= 0 && !(o.reason = strdup(reason)))
-                                r = -ENOMEM;
-                } else if (i == 1) {
-                        int b;
-                        r = sd_bus_message_read(m, "b", &b);
-                        o.persistent = b;
-                } else if (i == 2) {
-                        r = sd_bus_message_read(m, "u", &o.timeout_sec);
-                        if (r >= 0 && (o.timeout_sec < 1 || o.timeout_sec > max_timeout_sec)) {
-                                char problem[96];
-                                snprintf(problem, sizeof(problem), "\" must be 1 … %" PRIu32 " seconds.",
-                                         max_timeout_sec);
-                                r = option_error(err, key, problem);
-                        }
-                } else
-                        r = read_cpus(m, &o, err);
-                if (r < 0)
-                        goto out;
-
-                r = sd_bus_message_exit_container(m); /* v */
-                if (r < 0)
-                        goto out;
-                r = sd_bus_message_exit_container(m); /* e */
-                if (r < 0)
-                        goto out;
+                        break;
         }
-        if (r < 0)
-                goto out;
-        r = sd_bus_message_exit_container(m);
-        if (r < 0)
-                goto out;
-
+        if (r >= 0)
+                r = sd_bus_message_exit_container(m);
+        if (r < 0) {
+                request_options_done(&o);
+                return r;
+        }
         *ret = o;
         return 0;
-
-out:
-        request_options_done(&o);
-        return r;
 }

@@ -4,8 +4,10 @@ pmqosd on the real device (or a file when not root, said out loud), clients
 on the bus (in this process or as other users), signal capture, and kernel
 read-back."""
 
+import grp
 import json
 import os
+import pwd
 import shlex
 import shutil
 import signal
@@ -407,6 +409,83 @@ class Peer:
             self.proc.stdout.close()
 
 
+# ---- polkit's users and files, for the modules that test authorization ----
+
+ACTIONS_DIR = "/usr/share/polkit-1/actions"
+RULES_DIR = "/etc/polkit-1/rules.d"
+POLICY_DEST = os.path.join(ACTIONS_DIR, "org.freedesktop.pmqos.policy")
+RULES_DEST = os.path.join(RULES_DIR, "50-pmqos-under-test.rules")
+TEST_RULES_DEST = os.path.join(RULES_DIR, "10-pmqos-test.rules")
+
+GROUP = "pmqos"
+POLKIT_USERS = {
+    "plain": "pmqos-t-plain",    # no session, no group
+    "member": "pmqos-t-member",  # in group pmqos
+    "member2": "pmqos-t-member2",
+    "floor": "pmqos-t-floor",    # a test rule grants it the floor
+    "slow": "pmqos-t-slow",      # a test rule answers AUTH_ADMIN for it
+}
+TEST_RULES = """// Installed by pmqos's test suite for one run, removed after.
+polkit.addRule(function(action, subject) {
+    if (subject.user == "%(floor)s" && action.id == "org.freedesktop.pmqos.set-minimum-latency")
+        return polkit.Result.YES;
+    if (subject.user == "%(slow)s" && action.id == "org.freedesktop.pmqos.request-latency")
+        return polkit.Result.AUTH_ADMIN;
+});
+""" % POLKIT_USERS
+
+created_group = False
+created_users = list(POLKIT_USERS.values())
+installed = []
+POLKITD_PRESENT = os.path.exists("/usr/lib/polkit-1/polkitd")
+
+
+def polkit_install():
+    """Users pmqos-t-* (members of group pmqos, or not), the project's policy
+    and rules and a test rule, for a module's run (root only)."""
+    global created_group
+    if not IS_ROOT or not POLKITD_PRESENT:
+        return
+    if not os.path.isdir(RULES_DIR):
+        os.makedirs(RULES_DIR)
+    try:
+        grp.getgrnam(GROUP)
+    except KeyError:
+        subprocess.run(["groupadd", "--system", GROUP], check=True)
+        created_group = True
+    for key, user in POLKIT_USERS.items():
+        # These names are the suite's own: start from a known state.
+        subprocess.run(["userdel", user], check=False, stderr=subprocess.DEVNULL)
+        if True:
+            cmd = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group"]
+            if key.startswith("member"):
+                cmd += ["--groups", GROUP]
+            subprocess.run(cmd + [user], check=True)
+    shutil.copy(os.path.join(SOURCE_ROOT, "policy", "org.freedesktop.pmqos.policy"), POLICY_DEST)
+    installed.append(POLICY_DEST)
+    shutil.copy(os.path.join(SOURCE_ROOT, "policy", "org.freedesktop.pmqos.rules"), RULES_DEST)
+    installed.append(RULES_DEST)
+    with open(TEST_RULES_DEST, "w") as f:
+        f.write(TEST_RULES)
+    installed.append(TEST_RULES_DEST)
+
+
+def polkit_uninstall():
+    for path in installed:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    for user in created_users:
+        subprocess.run(["userdel", user], check=False)
+    if created_group:
+        subprocess.run(["groupdel", GROUP], check=False)
+
+
+def polkit_uid(key):
+    return pwd.getpwnam(POLKIT_USERS[key]).pw_uid
+
+
 class BrokerTestCase(unittest.TestCase):
     """Each test gets a fresh bus and daemon; the device is restored after."""
 
@@ -425,9 +504,30 @@ class BrokerTestCase(unittest.TestCase):
         if self.with_polkit:
             self.polkit = Polkitd(self.bus)
             self.addCleanup(lambda: self.polkit and self.polkit.stop())
-        self.daemon = Daemon(self.bus, self.kernel, self.daemon_args)
+        self.daemon = None
+        self.start_daemon()
         self.addCleanup(self._stop_daemon)
         self.addCleanup(self._close_clients)
+
+    def start_daemon(self, args=None, env=None, state_dir=None):
+        """The daemon this test needs (the class's daemon_args by default),
+        in place of the one running, which is stopped first if it still runs."""
+        if getattr(self, "daemon", None) is not None:
+            self.daemon.stop()
+        self.daemon = Daemon(self.bus, self.kernel, self.daemon_args if args is None else args, state_dir=state_dir,
+                             env=env)
+        return self.daemon
+
+    def assert_eventually(self, predicate, timeout=5.0, what="condition"):
+        """Waits for an event the test cannot subscribe to (bounded)."""
+        return wait_for(predicate, timeout=timeout * TIME_SCALE, what=what)
+
+    def assert_persists(self, predicate, seconds=0.5, what="condition"):
+        """predicate holds all along for seconds: something must NOT happen."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.assertTrue(predicate(), "%s stopped holding" % what)
+            time.sleep(0.02)
 
     def _close_clients(self):
         for c in self.clients:
@@ -474,5 +574,55 @@ class BrokerTestCase(unittest.TestCase):
         wait_for(self.kernel.released, timeout=2, what="the kernel value to return to %d" % self.kernel.baseline)
 
 
+class TapResult(unittest.TextTestResult):
+    """unittest's report on stderr, and TAP on stdout, so that meson (protocol
+    'tap') lists every test case as its own result and a red run names the
+    case. A skip is also said on a SKIP: line: never silent."""
+
+    def __init__(self, stream, descriptions, verbosity):
+        super().__init__(stream, descriptions, verbosity)
+        self.tap_count = 0
+
+    def tap(self, ok, test, note=""):
+        self.tap_count += 1
+        sys.stdout.write("%s %d - %s%s\n" % ("ok" if ok else "not ok", self.tap_count, test.id(), note))
+        sys.stdout.flush()
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self.tap(True, test)
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self.tap(False, test)
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self.tap(False, test)
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        sys.stderr.write("SKIP: %s (%s)\n" % (test.id(), reason))
+        self.tap(True, test, " # SKIP %s" % reason)
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            self.tap(False, subtest)
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self.tap(True, test, " # TODO expected failure")
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self.tap(False, test)
+
+
 def main():
-    unittest.main(verbosity=2)
+    """Runs the module's tests: the report on stderr, TAP on stdout."""
+    runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2, resultclass=TapResult)
+    program = unittest.main(testRunner=runner, exit=False)
+    result = program.result
+    sys.stdout.write("1..%d\n" % result.tap_count)
+    sys.exit(0 if result.wasSuccessful() else 1)

@@ -22,8 +22,12 @@ import unittest
 
 from gi.repository import GLib
 
-import test_polkit
 from harness import (
+    POLKIT_USERS,
+    POLKITD_PRESENT,
+    polkit_install,
+    polkit_uid,
+    polkit_uninstall,
     BUS_NAME,
     IS_ROOT,
     NATIVE_IFACE,
@@ -51,7 +55,7 @@ PROPS = "org.freedesktop.DBus.Properties"
 PMQOSCTL = os.environ.get("PMQOSCTL", os.path.join(SOURCE_ROOT, "build", "client-lib", "pmqosctl"))
 UNDER_WRAPPER = bool(os.environ.get("PMQOSD_WRAPPER"))
 
-polkit_ready = IS_ROOT and test_polkit.polkitd_present
+polkit_ready = IS_ROOT and POLKITD_PRESENT
 
 
 created_pmqos_user = False
@@ -60,7 +64,7 @@ created_pmqos_user = False
 def setUpModule():
     global created_pmqos_user
     if polkit_ready:
-        test_polkit.setUpModule()
+        polkit_install()
     if IS_ROOT:
         # Before any bus starts: dbus-daemon resolves the policy's user="pmqos" when it reads it.
         try:
@@ -76,7 +80,7 @@ def tearDownModule():
     if created_pmqos_user:
         subprocess.run(["userdel", "pmqos"], check=False)
     if polkit_ready:
-        test_polkit.tearDownModule()
+        polkit_uninstall()
 
 
 def rss_kib(pid):
@@ -147,7 +151,7 @@ class AdversaryTestCase(BrokerTestCase):
             with open(path, "w") as f:
                 f.write("[pmqosd]\n" + config)
             args = ("--config", path, *args)
-        self.daemon = Daemon(self.bus, self.kernel, args, state_dir=state_dir)
+        self.start_daemon(args, state_dir=state_dir)
         self.honest_cookie = self.honest.request(700)
 
     def assertIntact(self, expected_latency=700):
@@ -240,7 +244,7 @@ class TestClients(AdversaryTestCase):
         if not polkit_ready:
             self.skipTest("needs root for the suite's users")
         # dbus-daemon refuses uids the user database does not know: the suite's own users.
-        uids = (NOBODY, test_polkit.uid("plain"), test_polkit.uid("slow"))
+        uids = (NOBODY, polkit_uid("plain"), polkit_uid("slow"))
         attackers = [self.attacker(uid, "connections", 210) for uid in uids]
         for a in attackers:
             got = a.result(timeout=300 * TIME_SCALE)
@@ -300,7 +304,7 @@ class TestPolkitLockout(AdversaryTestCase):
     with_polkit = True
 
     def member_request(self):
-        u = pwd.getpwnam(test_polkit.USERS["member"])
+        u = pwd.getpwnam(POLKIT_USERS["member"])
         m = self.peer(uid=u.pw_uid, gid=u.pw_gid)
         t = time.monotonic()
         r = m.call("RequestLatency", "sib", "cpu_dma", 650, False)
@@ -312,7 +316,7 @@ class TestPolkitLockout(AdversaryTestCase):
     def test_never_answering_agent_and_140_interactive_calls(self):
         """Used to fill pmqosd's polkit connection to dbus-daemon's 128
         pending replies: everyone else was then denied for 5 minutes."""
-        a = self.attacker(test_polkit.uid("plain"), "agent-flood", 140, wait=3 * TIME_SCALE)
+        a = self.attacker(polkit_uid("plain"), "agent-flood", 140, wait=3 * TIME_SCALE)
         got = a.result(timeout=60 * TIME_SCALE)
         # One check of this user reaches polkit (and its agent); the others are refused at once.
         self.assertEqual(got.get(LIMITS), 139, got)
@@ -322,11 +326,11 @@ class TestPolkitLockout(AdversaryTestCase):
         m, cookie = self.member_request()
         self.assertEqual(self.honest.latency(), 650)
         self.assertEqual(m.call("CancelRequest", "u", cookie)[0], "ok")
-        self.assertEqual(test_polkit_plain_denied(self), ACCESS_DENIED)
+        self.assertEqual(plain_user_denied(self), ACCESS_DENIED)
         self.assertIntact()
 
     def test_three_uids_each_get_one_interactive_check(self):
-        attackers = [self.attacker(test_polkit.uid(k), "agent-flood", 60, wait=3 * TIME_SCALE)
+        attackers = [self.attacker(polkit_uid(k), "agent-flood", 60, wait=3 * TIME_SCALE)
                      for k in ("plain", "member2", "slow")]
         for a in attackers:
             got = a.result(timeout=60 * TIME_SCALE)
@@ -339,11 +343,11 @@ class TestPolkitLockout(AdversaryTestCase):
     def test_leaving_drops_the_pending_check(self):
         """The attacker's pending interactive check goes when it leaves: the
         same user may ask again at once, and its place at polkit is free."""
-        a = self.attacker(test_polkit.uid("plain"), "agent-flood", 2, wait=2 * TIME_SCALE)
+        a = self.attacker(polkit_uid("plain"), "agent-flood", 2, wait=2 * TIME_SCALE)
         got = a.result(timeout=60 * TIME_SCALE)
         self.assertEqual(got.get(LIMITS), 1, got)
         a.close()
-        b = self.attacker(test_polkit.uid("plain"), "agent-flood", 2, wait=2 * TIME_SCALE)
+        b = self.attacker(polkit_uid("plain"), "agent-flood", 2, wait=2 * TIME_SCALE)
         got = wait_for_result(b)
         self.assertEqual(got.get(LIMITS), 1, got)  # one of the two reached polkit again
         self.assertEqual(got.get("agent_asked"), 1, got)
@@ -359,7 +363,7 @@ class TestPolkitLockout(AdversaryTestCase):
         os.kill(self.polkit.proc.pid, signal.SIGSTOP)
         try:
             users = ("plain", "plain", "member2", "slow")
-            attackers = [self.attacker(test_polkit.uid(k), "pipeline", 12, wait=1.5 * TIME_SCALE) for k in users]
+            attackers = [self.attacker(polkit_uid(k), "pipeline", 12, wait=1.5 * TIME_SCALE) for k in users]
             results = [a.result(timeout=60 * TIME_SCALE) for a in attackers]
             for got in results:
                 self.assertEqual(sum(got.values()), 12, got)
@@ -381,15 +385,15 @@ class TestPolkitLockout(AdversaryTestCase):
         self.assertIntact()
 
     def try_member(self):
-        u = pwd.getpwnam(test_polkit.USERS["member"])
+        u = pwd.getpwnam(POLKIT_USERS["member"])
         m = self.peer(uid=u.pw_uid, gid=u.pw_gid)
         r = m.call("RequestLatency", "sib", "cpu_dma", 650, False)
         m.close()
         return r[0] == "ok"
 
 
-def test_polkit_plain_denied(case):
-    p = case.peer(uid=test_polkit.uid("plain"))
+def plain_user_denied(case):
+    p = case.peer(uid=polkit_uid("plain"))
     return p.call("RequestLatency", "sib", "cpu_dma", 10, False)[1]
 
 
@@ -411,7 +415,7 @@ class TestFlood(AdversaryTestCase):
         """350,000 no-reply SetMinimumLatency calls once grew pmqosd from 7 to
         420 MiB and wrote 233,000 log lines; checks went on after the sender left."""
         pid = self.daemon.proc.pid
-        member = pwd.getpwnam(test_polkit.USERS["member"])
+        member = pwd.getpwnam(POLKIT_USERS["member"])
         honest = self.peer(uid=member.pw_uid, gid=member.pw_gid)
         self.assertEqual(honest.call("GetLatency", "s", "cpu_dma")[0], "ok")
         before = rss_kib(pid)
@@ -436,7 +440,7 @@ class TestFlood(AdversaryTestCase):
         a.close()
         peak = max(peak, rss_kib(pid))
         lines = len(self.caller_lines()) - log_before
-        print("\nflood: %d calls in %.1f s; pmqosd RSS %d -> peak %d KiB; honest worst %.3f s; %d log lines"
+        sys.stderr.write("\nflood: %d calls in %.1f s; pmqosd RSS %d -> peak %d KiB; honest worst %.3f s; %d log lines\n"
               % (self.CALLS, got["drained"], before, peak, worst, lines))
         ldd = subprocess.run(["ldd", PMQOSD], capture_output=True, text=True).stdout
         if UNDER_WRAPPER:
@@ -485,7 +489,7 @@ class TestStrings(AdversaryTestCase):
         self.assertNotIn(b"\x1b", r.stdout)
         # Persistent: it survives a restart, and the listing still works.
         self.daemon.stop()
-        self.daemon = Daemon(self.bus, self.kernel, (), state_dir=self.daemon.state_dir)
+        self.start_daemon((), state_dir=self.daemon.state_dir)
         self.honest_cookie = self.honest.request(700)
         self.assertEqual(self.listed_exec(cookie), exec_)
         self.honest.cancel(cookie)
@@ -506,7 +510,7 @@ class TestStrings(AdversaryTestCase):
             f.write("pmqos-state 1\nfloor -1\n"
                     "request cookie=77 type=cpu_dma value=900 uid=0 pid=1 created=1 expires=0 cpus= "
                     "exec=%FF%1B]0;x%07 reason=%C3%28bad\nend\n")
-        self.daemon = Daemon(self.bus, self.kernel, (), state_dir=state_dir)
+        self.start_daemon((), state_dir=state_dir)
         self.honest_cookie = self.honest.request(700)
         native = {r["cookie"]: r for r in self.honest.call("ListRequests", iface=NATIVE_IFACE)[0]}
         self.assertEqual(native[77]["exec"], "\\xff\\x1b]0;x\\x07")
@@ -647,7 +651,7 @@ class TestCpus(AdversaryTestCase):
             f.write("pmqos-state 1\nfloor -1\n"
                     "request cookie=99 type=cpu_dma value=30 uid=0 pid=1 created=1 expires=0 cpus=0,7 "
                     "exec=gone reason=\nend\n")
-        self.daemon = Daemon(self.bus, self.kernel, self.daemon_args, state_dir=state_dir)
+        self.start_daemon(self.daemon_args, state_dir=state_dir)
         self.honest_cookie = self.honest.request(700)
         self.assertIn("names CPU 7, which is absent", self.daemon.output())
         native = {r["cookie"]: r for r in self.honest.call("ListRequests", iface=NATIVE_IFACE)[0]}
@@ -691,7 +695,7 @@ class TestAuthorizationGaps(AdversaryTestCase):
         super().setUp()
 
     def member(self):
-        u = pwd.getpwnam(test_polkit.USERS["member"])
+        u = pwd.getpwnam(POLKIT_USERS["member"])
         return self.peer(uid=u.pw_uid, gid=u.pw_gid)
 
     def test_long_timeout_needs_the_persistent_action(self):
@@ -704,7 +708,7 @@ class TestAuthorizationGaps(AdversaryTestCase):
         self.assertIntact()
 
     def test_tightening_update_is_authorized_again(self):
-        user = test_polkit.USERS["member"]
+        user = POLKIT_USERS["member"]
         m = self.member()
         r = m.call("RequestLatency", "sib", "cpu_dma", 600, False)
         self.assertEqual(r[0], "ok", r)
@@ -735,7 +739,7 @@ class TestStateDirectory(BrokerTestCase):
         self.daemon.stop()
         d = self.fresh_dir()
         os.mkfifo(os.path.join(d, "state"))
-        self.daemon = Daemon(self.bus, self.kernel, (), state_dir=d)
+        self.start_daemon((), state_dir=d)
         self.assertIn("not a regular file", self.daemon.output())
         self.assertTrue(any(n.startswith("state.corrupt-") for n in os.listdir(d)))
         c = self.client()
@@ -769,7 +773,7 @@ class TestStateDirectory(BrokerTestCase):
         # A symlink: not followed at load (moved aside) nor when the directory is handed over.
         d = self.fresh_dir(0o700, pw.pw_uid)
         os.symlink(secret, os.path.join(d, "state"))
-        self.daemon = Daemon(self.bus, self.kernel, ("--user", "pmqos"), state_dir=d)
+        self.start_daemon(("--user", "pmqos"), state_dir=d)
         self.assertIn("not a regular file", self.daemon.output())
         st = os.stat(secret)
         self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (0, 0o600))
@@ -783,7 +787,7 @@ class TestStateDirectory(BrokerTestCase):
         self.assertIn("not a plain file with one link", p.stderr)
         st = os.stat(secret)
         self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (0, 0o600))
-        self.daemon = Daemon(self.bus, self.kernel, (), state_dir=self.fresh_dir())
+        self.start_daemon((), state_dir=self.fresh_dir())
 
 
 @unittest.skipUnless(polkit_ready, "needs root and polkitd")
@@ -812,7 +816,7 @@ class TestUnitPrivileges(BrokerTestCase):
         os.environ["PMQOSD_WRAPPER"] = "setpriv --bounding-set=%s --inh-caps=-all --no-new-privs %s" % (
             bounding, env_wrapper)
         try:
-            self.daemon = Daemon(self.bus, self.kernel, tuple(args))
+            self.start_daemon(tuple(args))
         finally:
             os.environ["PMQOSD_WRAPPER"] = env_wrapper
         pw = pwd.getpwnam("pmqos")
@@ -826,7 +830,7 @@ class TestUnitPrivileges(BrokerTestCase):
         c = self.client()
         cookie = c.request(222)
         self.assertKernelAtMost(222)
-        u = pwd.getpwnam(test_polkit.USERS["member"])
+        u = pwd.getpwnam(POLKIT_USERS["member"])
         m = self.peer(uid=u.pw_uid, gid=u.pw_gid)
         self.assertEqual(m.call("RequestLatency", "sib", "cpu_dma", 111, False)[0], "ok")
         self.assertEqual(c.latency(), 111)

@@ -69,7 +69,7 @@ class CpuTestCase(BrokerTestCase):
         self.daemon.proc.send_signal(sig)
         self.daemon.proc.wait(60)
         self.daemon.log.close()
-        self.daemon = Daemon(self.bus, self.kernel, self.daemon_args, state_dir=self.daemon.state_dir)
+        self.start_daemon(self.daemon_args, state_dir=self.daemon.state_dir)
 
 
 class TestFakeSysfs(CpuTestCase):

@@ -13,8 +13,12 @@ import threading
 import time
 import unittest
 
-import test_polkit
 from harness import (
+    POLKIT_USERS,
+    POLKITD_PRESENT,
+    polkit_install,
+    polkit_uid,
+    polkit_uninstall,
     IS_ROOT,
     NATIVE_IFACE,
     BrokerTestCase,
@@ -54,7 +58,7 @@ class TestFailingDevice(BrokerTestCase):
         self.bus = PrivateBus()
         self.addCleanup(self.bus.stop)
         self.polkit = None
-        self.daemon = Daemon(self.bus, self.kernel)
+        self.start_daemon(())
         self.addCleanup(self._stop_daemon)
         self.addCleanup(self._close_clients)
 
@@ -99,7 +103,7 @@ class TestReadOnlyStateDir(BrokerTestCase):
         self.addCleanup(subprocess.run, ["umount", self.mnt])
         super().setUp()
         self.daemon.stop()
-        self.daemon = Daemon(self.bus, self.kernel, state_dir=self.mnt)
+        self.start_daemon((), state_dir=self.mnt)
 
     def remount(self, mode):
         subprocess.run(["mount", "-o", "remount,%s" % mode, self.mnt], check=True)
@@ -147,13 +151,13 @@ class TestBusRestart(BrokerTestCase):
         new_state = os.path.join(self.bus.dir, "state-moved")
         shutil.copytree(state_dir, new_state)
         old_bus.stop()
-        self.daemon = Daemon(self.bus, self.kernel, state_dir=new_state)
+        self.start_daemon((), state_dir=new_state)
         w = self.client()
         self.assertEqual([r[0] for r in w.requests()], [cookie])
         self.assertKernelAtMost(120)
 
 
-@unittest.skipUnless(IS_ROOT and test_polkit.polkitd_present, "needs root and polkitd")
+@unittest.skipUnless(IS_ROOT and POLKITD_PRESENT, "needs root and polkitd")
 class TestPolkitKilledMidTraffic(BrokerTestCase):
     with_polkit = True
     # Every granted request stays live for the model check: lift the limits.
@@ -161,17 +165,17 @@ class TestPolkitKilledMidTraffic(BrokerTestCase):
 
     @classmethod
     def setUpClass(cls):
-        test_polkit.setUpModule()
+        polkit_install()
 
     @classmethod
     def tearDownClass(cls):
-        test_polkit.tearDownModule()
+        polkit_uninstall()
 
     def test_every_call_answered(self):
         root = self.client()
         base = root.request(900)
-        gid = pwd.getpwnam(test_polkit.USERS["member"]).pw_gid
-        members = [self.peer(uid=test_polkit.uid("member"), gid=gid) for _ in range(3)]
+        gid = pwd.getpwnam(POLKIT_USERS["member"]).pw_gid
+        members = [self.peer(uid=polkit_uid("member"), gid=gid) for _ in range(3)]
         # Per member: (outcome, started, duration, cookie or None).
         results = {i: [] for i in range(len(members))}
         stop = threading.Event()

@@ -10,8 +10,19 @@ import sys
 import time
 import unittest
 
-import test_polkit
-from harness import BrokerTestCase, Daemon, IS_ROOT, PrivateBus, main, skip_notice
+from harness import (
+    POLKIT_USERS,
+    POLKITD_PRESENT,
+    polkit_install,
+    polkit_uid,
+    polkit_uninstall,
+    BrokerTestCase,
+    Daemon,
+    IS_ROOT,
+    PrivateBus,
+    main,
+    skip_notice,
+)
 
 TEST_BINARY = os.environ.get("PMQOS_TEST_LIBPMQOS",
                              os.path.join(os.path.dirname(os.environ.get("PMQOSD", "")), "..", "tests",
@@ -19,14 +30,14 @@ TEST_BINARY = os.environ.get("PMQOS_TEST_LIBPMQOS",
 
 
 def setUpModule():
-    test_polkit.setUpModule()
+    polkit_install()
 
 
 def tearDownModule():
-    test_polkit.tearDownModule()
+    polkit_uninstall()
 
 
-@unittest.skipUnless(IS_ROOT and test_polkit.polkitd_present, "needs root and polkitd")
+@unittest.skipUnless(IS_ROOT and POLKITD_PRESENT, "needs root and polkitd")
 class TestLibrary(BrokerTestCase):
     with_polkit = True
     daemon_args = ("--max-requests-per-connection", "2")
@@ -38,7 +49,7 @@ class TestLibrary(BrokerTestCase):
         while proc.poll() is None:
             if supervise and self.daemon.proc.poll() is not None:
                 self.daemon.log.close()
-                self.daemon = Daemon(self.bus, self.kernel, self.daemon_args, state_dir=self.daemon.state_dir)
+                self.start_daemon(self.daemon_args, state_dir=self.daemon.state_dir)
                 restarts += 1
             time.sleep(0.01)
         out = proc.stdout.read()
@@ -48,8 +59,8 @@ class TestLibrary(BrokerTestCase):
         return restarts
 
     def env(self):
-        member = pwd.getpwnam(test_polkit.USERS["member"])
-        plain = pwd.getpwnam(test_polkit.USERS["plain"])
+        member = pwd.getpwnam(POLKIT_USERS["member"])
+        plain = pwd.getpwnam(POLKIT_USERS["plain"])
         return dict(self.bus.env, PMQOS_TEST_DEVICE=self.kernel.path,
                     PMQOS_TEST_MEMBER_UID=str(member.pw_uid), PMQOS_TEST_MEMBER_GID=str(member.pw_gid),
                     PMQOS_TEST_PLAIN_UID=str(plain.pw_uid), PMQOS_TEST_PLAIN_GID=str(plain.pw_gid))

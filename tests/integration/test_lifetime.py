@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Request lifetime (SPEC §5) and the daemon's own lifetime: clients leaving
+"""Request lifetime (pmqosd(8), LIFETIME) and the daemon's own lifetime: clients leaving
 the bus, many clients at once, SIGKILLed clients, SIGTERM, start-up errors."""
 
 import os

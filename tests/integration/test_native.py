@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""org.freedesktop.PMQoS end to end (SPEC §3.2): options, updates, listings,
+"""org.freedesktop.PMQoS end to end: options, updates, listings,
 properties and PropertiesChanged, timed requests, and agreement with the
 UPower view of the same requests."""
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Authorization (SPEC §4) with the real polkitd, the project's own .policy
+"""Authorization with the real polkitd, the project's own .policy
 and rules installed for the run, users created for it, and callers of
 several uids. Needs root (users, polkit files, setpriv); says so if not."""
 
@@ -14,6 +14,11 @@ import time
 import unittest
 
 from harness import (
+    POLKIT_USERS,
+    POLKITD_PRESENT,
+    polkit_install,
+    polkit_uid,
+    polkit_uninstall,
     NOBODY,
     SOURCE_ROOT,
     BrokerTestCase,
@@ -28,77 +33,20 @@ ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
 INTERACTIVE = "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired"
 LIMITS = "org.freedesktop.DBus.Error.LimitsExceeded"
 
-ACTIONS_DIR = "/usr/share/polkit-1/actions"
-RULES_DIR = "/etc/polkit-1/rules.d"
-POLICY_DEST = os.path.join(ACTIONS_DIR, "org.freedesktop.pmqos.policy")
-RULES_DEST = os.path.join(RULES_DIR, "50-pmqos-under-test.rules")
-TEST_RULES_DEST = os.path.join(RULES_DIR, "10-pmqos-test.rules")
-
-GROUP = "pmqos"
-USERS = {
-    "plain": "pmqos-t-plain",    # no session, no group
-    "member": "pmqos-t-member",  # in group pmqos
-    "member2": "pmqos-t-member2",
-    "floor": "pmqos-t-floor",    # a test rule grants it the floor
-    "slow": "pmqos-t-slow",      # a test rule answers AUTH_ADMIN for it
-}
-TEST_RULES = """// Installed by pmqos's test suite for one run, removed after.
-polkit.addRule(function(action, subject) {
-    if (subject.user == "%(floor)s" && action.id == "org.freedesktop.pmqos.set-minimum-latency")
-        return polkit.Result.YES;
-    if (subject.user == "%(slow)s" && action.id == "org.freedesktop.pmqos.request-latency")
-        return polkit.Result.AUTH_ADMIN;
-});
-""" % USERS
-
-created_group = False
-created_users = list(USERS.values())
-installed = []
-polkitd_present = os.path.exists("/usr/lib/polkit-1/polkitd")
-
-
 def setUpModule():
-    global created_group
-    if not IS_ROOT or not polkitd_present:
-        return
-    if not os.path.isdir(RULES_DIR):
-        os.makedirs(RULES_DIR)
-    try:
-        grp.getgrnam(GROUP)
-    except KeyError:
-        subprocess.run(["groupadd", "--system", GROUP], check=True)
-        created_group = True
-    for key, user in USERS.items():
-        # These names are the suite's own: start from a known state.
-        subprocess.run(["userdel", user], check=False, stderr=subprocess.DEVNULL)
-        if True:
-            cmd = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group"]
-            if key.startswith("member"):
-                cmd += ["--groups", GROUP]
-            subprocess.run(cmd + [user], check=True)
-    shutil.copy(os.path.join(SOURCE_ROOT, "policy", "org.freedesktop.pmqos.policy"), POLICY_DEST)
-    installed.append(POLICY_DEST)
-    shutil.copy(os.path.join(SOURCE_ROOT, "policy", "org.freedesktop.pmqos.rules"), RULES_DEST)
-    installed.append(RULES_DEST)
-    with open(TEST_RULES_DEST, "w") as f:
-        f.write(TEST_RULES)
-    installed.append(TEST_RULES_DEST)
+    polkit_install()
 
 
 def tearDownModule():
-    for path in installed:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-    for user in created_users:
-        subprocess.run(["userdel", user], check=False)
-    if created_group:
-        subprocess.run(["groupdel", GROUP], check=False)
+    polkit_uninstall()
 
 
 def uid(key):
-    return pwd.getpwnam(USERS[key]).pw_uid
+    return polkit_uid(key)
+
+
+USERS = POLKIT_USERS
+polkitd_present = POLKITD_PRESENT
 
 
 @unittest.skipUnless(IS_ROOT and polkitd_present, "needs root and /usr/lib/polkit-1/polkitd")

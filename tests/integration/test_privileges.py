@@ -13,8 +13,18 @@ import unittest
 
 from gi.repository import GLib
 
-import test_polkit
-from harness import IS_ROOT, NATIVE_IFACE, BrokerTestCase, main, skip_notice
+from harness import (
+    POLKIT_USERS,
+    POLKITD_PRESENT,
+    polkit_install,
+    polkit_uid,
+    polkit_uninstall,
+    IS_ROOT,
+    NATIVE_IFACE,
+    BrokerTestCase,
+    main,
+    skip_notice,
+)
 from test_cpus import make_fake_sysfs, read
 
 ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
@@ -23,9 +33,9 @@ created_user = False
 
 def setUpModule():
     global created_user
-    if not IS_ROOT or not test_polkit.polkitd_present:
+    if not IS_ROOT or not POLKITD_PRESENT:
         return
-    test_polkit.setUpModule()
+    polkit_install()
     try:
         pwd.getpwnam("pmqos")
     except KeyError:
@@ -38,8 +48,8 @@ def setUpModule():
 def tearDownModule():
     if created_user:
         subprocess.run(["userdel", "pmqos"], check=False)
-    if IS_ROOT and test_polkit.polkitd_present:
-        test_polkit.tearDownModule()
+    if IS_ROOT and POLKITD_PRESENT:
+        polkit_uninstall()
 
 
 def status_fields(pid):
@@ -51,7 +61,7 @@ def status_fields(pid):
     return fields
 
 
-@unittest.skipUnless(IS_ROOT and test_polkit.polkitd_present, "needs root and polkitd")
+@unittest.skipUnless(IS_ROOT and POLKITD_PRESENT, "needs root and polkitd")
 class TestUserSwitch(BrokerTestCase):
     with_polkit = True
 
@@ -75,11 +85,11 @@ class TestUserSwitch(BrokerTestCase):
         root.request(40)
         self.assertKernelAtMost(40)  # through the descriptor opened as root
 
-        member = self.peer(uid=test_polkit.uid("member"), gid=pwd.getpwnam(test_polkit.USERS["member"]).pw_gid)
+        member = self.peer(uid=polkit_uid("member"), gid=pwd.getpwnam(POLKIT_USERS["member"]).pw_gid)
         ok = member.call("RequestLatency", "sib", "cpu_dma", 30, False)
         self.assertEqual(ok[0], "ok", ok)  # polkitd answered pmqosd, a non-root owner of the action
         self.assertKernelAtMost(30)
-        plain = self.peer(uid=test_polkit.uid("plain"), gid=pwd.getpwnam(test_polkit.USERS["plain"]).pw_gid)
+        plain = self.peer(uid=polkit_uid("plain"), gid=pwd.getpwnam(POLKIT_USERS["plain"]).pw_gid)
         self.assertEqual(plain.call("RequestLatency", "sib", "cpu_dma", 20, False)[:2], ("error", ACCESS_DENIED))
 
         root.call("Request", "sia{sv}", "cpu_dma", 25, {"cpus": GLib.Variant("au", [1])}, iface=NATIVE_IFACE)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""State on disk (SPEC §5): persistent requests and the floor survive SIGTERM
+"""State on disk: persistent requests and the floor survive SIGTERM
 and kill -9 with their cookies; damaged files are moved aside, never fatal;
 an acknowledged request is never lost, whenever the daemon is killed."""
 
@@ -28,7 +28,7 @@ class StateTestCase(BrokerTestCase):
         self.daemon.proc.send_signal(sig)
         self.daemon.proc.wait(60)
         self.daemon.log.close()
-        self.daemon = Daemon(self.bus, self.kernel, self.daemon_args, state_dir=self.daemon.state_dir)
+        self.start_daemon(self.daemon_args, state_dir=self.daemon.state_dir)
 
     @property
     def state_path(self):
@@ -95,7 +95,7 @@ class TestRestart(StateTestCase):
         self.daemon.proc.wait(60)
         self.daemon.log.close()
         time.sleep(1.2)
-        self.daemon = Daemon(self.bus, self.kernel, self.daemon_args, state_dir=self.daemon.state_dir)
+        self.start_daemon(self.daemon_args, state_dir=self.daemon.state_dir)
         self.assertEqual(self.client().requests(), [])
         self.assertKernelReleased()
 
@@ -108,7 +108,7 @@ class TestCorruptState(StateTestCase):
         self.daemon.stop(signal.SIGTERM)
         with open(self.state_path, "wb") as f:
             f.write(content)
-        self.daemon = Daemon(self.bus, self.kernel, self.daemon_args, state_dir=self.daemon.state_dir)
+        self.start_daemon(self.daemon_args, state_dir=self.daemon.state_dir)
         w = self.client()
         self.assertEqual(w.requests(), [])  # starts empty...
         aside = glob.glob(os.path.join(self.daemon.state_dir, "state.corrupt-*"))
@@ -214,7 +214,7 @@ class TestKillLoop(StateTestCase):
                 c.close()
             self.daemon.proc.wait(60)
             self.daemon.log.close()
-            self.daemon = Daemon(self.bus, self.kernel, self.daemon_args, state_dir=self.daemon.state_dir)
+            self.start_daemon(self.daemon_args, state_dir=self.daemon.state_dir)
 
             w = self.bus.connect()
             got = {r[0]: r[8] for r in w.requests()}

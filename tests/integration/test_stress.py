@@ -35,7 +35,7 @@ class TestStress(BrokerTestCase):
         sys.stderr.write(r.stderr[-4000:])
         wait_for(lambda: w.requests() == [], timeout=10, what="every request to end")
         after = rss_kib(self.daemon.proc.pid)
-        print("\n%s; pmqosd RSS %d KiB before, %d KiB after" % (r.stdout.strip(), before, after))
+        sys.stderr.write("\n%s; pmqosd RSS %d KiB before, %d KiB after\n" % (r.stdout.strip(), before, after))
         self.assertEqual(r.returncode, 0, r.stdout)
         self.assertIn("errors 0,", r.stdout)
         self.assertIn("mismatches 0,", r.stdout)

@@ -217,7 +217,7 @@ class TestNotify(BrokerTestCase):
     def test_ready_and_status(self):
         # setUp's daemon has no NOTIFY_SOCKET; start one that has.
         self.daemon.stop()
-        self.daemon = Daemon(self.bus, self.kernel, env=self.notify_env)
+        self.start_daemon((), env=self.notify_env)
         got = ""
         while "READY=1" not in got:
             got += self.sock.recv(4096).decode() + "\n"
@@ -244,7 +244,7 @@ class TestUPowerName(BrokerTestCase):
         holder = self.client()
         self.assertEqual(holder.call("RequestName", "su", "org.freedesktop.UPower", 4, path="/org/freedesktop/DBus",
                                      iface="org.freedesktop.DBus", dest="org.freedesktop.DBus")[0], 1)
-        self.daemon = Daemon(self.bus, self.kernel, ("--upower-name",))
+        self.start_daemon(("--upower-name",))
         wait_for(lambda: "Not claiming org.freedesktop.UPower" in self.daemon.output(), timeout=30,
                  what="pmqosd to leave UPower's name alone")
         self.assertEqual(holder.call("GetNameOwner", "s", "org.freedesktop.UPower", path="/org/freedesktop/DBus",

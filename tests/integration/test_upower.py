@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""org.freedesktop.UPower.QoS end to end: every row of SPEC §3.1 and the
-errors of §3.3, against the real daemon on a private bus, with values read
+"""org.freedesktop.UPower.QoS end to end: every method, signal and error of the interface, and the
+error names, against the real daemon on a private bus, with values read
 back from the kernel and signals received by a subscriber."""
 
 import os

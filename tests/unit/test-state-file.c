@@ -1,146 +1,143 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of the state file format: round trips, escaping, and the
- * damaged files that must be refused whole. */
+/* Unit tests of the state directory on disk: which directories are taken,
+ * saves that never write through a planted link, loads that move a damaged
+ * file (or a FIFO) aside at once, and the hand-over to pmqosd's user. */
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "state-file.h"
 #include "unit.h"
 
-static Request *add(Store *s, int32_t value, bool persistent, const char *exec, const char *reason) {
-        Request *r = request_new(s);
-        r->value = value;
-        r->uid = 1000;
-        r->pid = 4242;
-        r->persistent = persistent;
-        r->created_usec = 1796014274123456;
-        r->exec = shared_string_new(exec);
-        r->reason = reason[0] ? strdup(reason) : NULL;
-        ck_assert_int_eq(store_add(s, r, NULL), 0);
-        return r;
+static char dir[256], state[300];
+
+static void setup(void) {
+        snprintf(dir, sizeof(dir), "%s", unit_make_dir("state-file"));
+        snprintf(state, sizeof(state), "%s/state", dir);
 }
 
-static int parse_text(const char *text, StateData *d, char *err) {
-        return state_parse(text, strlen(text), d, err, 256);
+static void teardown(void) {
+        unit_remove_dir(dir);
 }
 
-START_TEST(test_round_trip) {
-        Store s;
-        TextBuffer b = {};
-        StateData d;
-        char err[256];
-
-        store_init(&s, 7);
-        Request *a = add(&s, 50, true, "/usr/bin/game --fullscreen=yes %s", "päivä 100% = ok\ttab");
-        add(&s, 60, false, "transient", "");
-        Request *c = add(&s, -1, true, "", "");
-        uint32_t cpus[] = { 3, 1, 3 };
-        ck_assert_int_eq(request_set_cpus(c, cpus, 3), 0);
-        c->expires_usec = 1896014274000000;
-        CpuOriginal orig[] = { { .cpu = 1, .value = "n/a" }, { .cpu = 3, .value = "0" } };
-
-        ck_assert_int_eq(state_serialize(&s, 75, orig, 2, &b), 0);
-        ck_assert_int_eq(state_parse(b.data, b.len, &d, err, sizeof(err)), 0);
-
-        ck_assert_int_eq(d.floor, 75);
-        ck_assert_uint_eq(d.n_requests, 2); /* only persistent ones */
-        ck_assert_uint_eq(d.requests[0]->cookie, a->cookie);
-        ck_assert_int_eq(d.requests[0]->value, 50);
-        ck_assert_str_eq(request_exec(d.requests[0]), request_exec(a));
-        ck_assert_str_eq(request_reason(d.requests[0]), request_reason(a));
-        ck_assert_int_eq(d.requests[0]->created_usec, a->created_usec);
-        ck_assert_uint_eq(d.requests[0]->uid, 1000);
-        ck_assert_int_eq(d.requests[0]->pid, 4242);
-        ck_assert(d.requests[0]->persistent);
-        ck_assert_uint_eq(d.requests[1]->cookie, c->cookie);
-        ck_assert_uint_eq(d.requests[1]->n_cpus, 2);
-        ck_assert_uint_eq(d.requests[1]->cpus[0], 1);
-        ck_assert_uint_eq(d.requests[1]->cpus[1], 3);
-        ck_assert_int_eq(d.requests[1]->expires_usec, c->expires_usec);
-        ck_assert_int_eq(d.requests[1]->value, -1);
-        ck_assert_uint_eq(d.n_originals, 2);
-        ck_assert_str_eq(d.originals[0].value, "n/a");
-        ck_assert_uint_eq(d.originals[1].cpu, 3);
-
-        /* Every record is one line, whatever the strings held. */
-        size_t lines = 0;
-        for (size_t i = 0; i < b.len; i++)
-                lines += b.data[i] == '\n';
-        ck_assert_uint_eq(lines, 1 + 1 + 1 + 2 + 2 + 1);
-
-        state_data_done(&d);
-        free(b.data);
-        store_done(&s);
+static bool moved_aside(void) {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        bool found = false;
+        ck_assert_ptr_nonnull(d);
+        while ((de = readdir(d)))
+                found |= strncmp(de->d_name, "state.corrupt-", 14) == 0;
+        closedir(d);
+        return found;
 }
-END_TEST
 
-START_TEST(test_refused) {
-        static const char *const bad[] = {
-                "",
-                "garbage\n",
-                "pmqos-state 2\nfloor -1\nend\n",
-                "pmqos-state 1\nend\n",
-                "pmqos-state 1\nfloor -1\n",
-                "pmqos-state 1\nfloor -1\nend",
-                "pmqos-state 1\nfloor -1\nend\nfloor 5\n",
-                "pmqos-state 1\nfloor -2\nend\n",
-                "pmqos-state 1\nfloor 007\nend\n",
-                "pmqos-state 1\nfloor -1\nfloor -1\nend\n",
-                "pmqos-state 1\nfloor -1\nbogus 1\nend\n",
-                "pmqos-state 1\nfloor -1\ncpu 1\nend\n",
-                "pmqos-state 1\nfloor -1\ncpu 99999 0\nend\n",
-                "pmqos-state 1\nfloor -1\ncpu 1 0\ncpu 1 0\nend\n",
-                "pmqos-state 1\nfloor -1\nrequest cookie=1\nend\n",
-                "pmqos-state 1\nfloor -1\nrequest cookie=0 type=cpu_dma value=1 uid=0 pid=1 created=1 expires=0 "
-                "cpus= exec= reason=\nend\n",
-                "pmqos-state 1\nfloor -1\nrequest cookie=1 type=network value=1 uid=0 pid=1 created=1 expires=0 "
-                "cpus= exec= reason=\nend\n",
-                "pmqos-state 1\nfloor -1\nrequest cookie=1 type=cpu_dma value=2000000001 uid=0 pid=1 created=1 "
-                "expires=0 cpus= exec= reason=\nend\n",
-                "pmqos-state 1\nfloor -1\nrequest cookie=1 type=cpu_dma value=1 uid=0 pid=1 created=1 expires=0 "
-                "cpus=1,,2 exec= reason=\nend\n",
-                "pmqos-state 1\nfloor -1\nrequest cookie=1 type=cpu_dma value=1 uid=0 pid=1 created=1 expires=0 "
-                "cpus= exec=%zz reason=\nend\n",
-                "pmqos-state 1\nfloor -1\nrequest cookie=1 type=cpu_dma value=1 uid=0 pid=1 created=1 expires=0 "
-                "cpus= exec=%00 reason=\nend\n",
-                "pmqos-state 1\nfloor -1\nrequest cookie=1 cookie=1 type=cpu_dma value=1 uid=0 pid=1 created=1 "
-                "expires=0 cpus= exec= reason=\nend\n",
-                "pmqos-state 1\nfloor -1\nrequest cookie=1 type=cpu_dma value=1 uid=0 pid=1 created=1 expires=0 "
-                "cpus= exec= reason= extra=1\nend\n",
-                "pmqos-state 1\nfloor -1\n"
-                "request cookie=9 type=cpu_dma value=1 uid=0 pid=1 created=1 expires=0 cpus= exec= reason=\n"
-                "request cookie=9 type=cpu_dma value=2 uid=0 pid=1 created=1 expires=0 cpus= exec= reason=\nend\n",
-        };
-        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-                StateData d;
-                char err[256] = "";
-                ck_assert_msg(parse_text(bad[i], &d, err) == -EBADMSG, "accepted case %zu", i);
-                ck_assert_msg(err[0] != 0, "no reason for case %zu", i);
+START_TEST(test_prepare) {
+        char path[400], link[400];
+        struct stat st;
+
+        snprintf(path, sizeof(path), "%s/new", dir);
+        ck_assert_int_eq(state_dir_prepare(path, geteuid()), 0);
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0700);
+
+        /* Group- or world-writable, or a symbolic link: refused. */
+        ck_assert_int_eq(chmod(path, 0770), 0);
+        ck_assert_int_eq(state_dir_prepare(path, geteuid()), -EPERM);
+        ck_assert_int_eq(chmod(path, 0700), 0);
+        snprintf(link, sizeof(link), "%s/link", dir);
+        ck_assert_int_eq(symlink(path, link), 0);
+        ck_assert_int_lt(state_dir_prepare(link, geteuid()), 0);
+
+        if (geteuid() != 0) {
+                fprintf(stderr, "SKIP: a state directory of another owner (not root: cannot chown)\n");
+                return;
         }
-        StateData d;
-        char err[256];
-        ck_assert_int_eq(state_parse("pmqos-state 1\nfloor -1\nend\n\0", 26, &d, err, sizeof(err)), -EBADMSG);
+        ck_assert_int_eq(chown(path, 65534, 65534), 0);
+        ck_assert_int_eq(state_dir_prepare(path, 0), -EPERM);
+        ck_assert_int_eq(state_dir_prepare(path, 65534), 0); /* the --user's own is fine */
 }
 END_TEST
 
-START_TEST(test_minimal_accepted) {
+START_TEST(test_save_never_writes_through_a_link) {
+        char victim[400], tmp[400];
+
+        snprintf(victim, sizeof(victim), "%s/victim", dir);
+        unit_write_file(dir, "victim", "precious\n");
+        snprintf(tmp, sizeof(tmp), "%s/.state.tmp", dir);
+        ck_assert_int_eq(symlink(victim, tmp), 0);
+
+        ck_assert_int_eq(state_save(dir, "one\n", 4, true), 0);
+        ck_assert_str_eq(unit_read_file(dir, "state"), "one\n");
+        ck_assert_str_eq(unit_read_file(dir, "victim"), "precious\n");
+        ck_assert_int_eq(access(tmp, F_OK), -1); /* nothing left behind */
+        ck_assert_int_eq(state_save(dir, "two\n", 4, false), 0);
+        ck_assert_str_eq(unit_read_file(dir, "state"), "two\n");
+}
+END_TEST
+
+START_TEST(test_load_moves_bad_files_aside) {
         StateData d;
-        char err[256];
-        ck_assert_int_eq(parse_text("# comment\npmqos-state 1\nfloor 10\nend\n", &d, err), 0);
-        ck_assert_int_eq(d.floor, 10);
+
+        ck_assert_int_eq(state_load(dir, &d), 0); /* missing: empty */
         ck_assert_uint_eq(d.n_requests, 0);
         state_data_done(&d);
+
+        /* A FIFO must not hang the start: opened without blocking, refused, moved aside. */
+        ck_assert_int_eq(mkfifo(state, 0600), 0);
+        ck_assert_int_eq(state_load(dir, &d), 0);
+        ck_assert(moved_aside());
+        ck_assert_int_eq(access(state, F_OK), -1);
+        state_data_done(&d);
+
+        unit_write_file(dir, "state", "not a state file\n");
+        ck_assert_int_eq(state_load(dir, &d), 0);
+        ck_assert_int_eq(access(state, F_OK), -1);
+        ck_assert_int_eq(d.floor, -1);
+        state_data_done(&d);
+}
+END_TEST
+
+START_TEST(test_hand_over) {
+        char other[400];
+        struct stat st;
+
+        if (geteuid() != 0) {
+                fprintf(stderr, "SKIP: the hand-over to another user (not root)\n");
+                return;
+        }
+        unit_write_file(dir, "state", "x\n");
+        ck_assert_int_eq(state_hand_over(dir, 65534, 65534), 0);
+        ck_assert_int_eq(stat(state, &st), 0);
+        ck_assert_uint_eq(st.st_uid, 65534);
+        ck_assert_int_eq(stat(dir, &st), 0);
+        ck_assert_uint_eq(st.st_uid, 65534);
+
+        /* A hard link to somebody else's file is not handed over. */
+        ck_assert_int_eq(chown(dir, 0, 0), 0);
+        ck_assert_int_eq(unlink(state), 0);
+        unit_write_file(dir, "root-file", "secret\n");
+        snprintf(other, sizeof(other), "%s/root-file", dir);
+        ck_assert_int_eq(link(other, state), 0);
+        ck_assert_int_eq(state_hand_over(dir, 65534, 65534), -EMLINK);
+        ck_assert_int_eq(stat(other, &st), 0);
+        ck_assert_uint_eq(st.st_uid, 0);
 }
 END_TEST
 
 int main(void) {
         Suite *s = suite_create("state-file");
-        TCase *tc = tcase_create("format");
-        tcase_add_test(tc, test_round_trip);
-        tcase_add_test(tc, test_refused);
-        tcase_add_test(tc, test_minimal_accepted);
+        TCase *tc = tcase_create("state-file");
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, test_prepare);
+        tcase_add_test(tc, test_save_never_writes_through_a_link);
+        tcase_add_test(tc, test_load_moves_bad_files_aside);
+        tcase_add_test(tc, test_hand_over);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_FORK_GETENV);
 }

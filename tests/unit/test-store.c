@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of the pure core: the hash map, the request store and the
- * effective-value rule, including churn checked against a brute-force model. */
+/* Unit tests of the request store and the effective-value rule: owners,
+ * cookies, per-CPU heaps, the expiry heap, and churn checked against a
+ * brute-force model. */
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hashmap.h"
 #include "store.h"
-#include "validate.h"
 #include "unit.h"
 
 static Request *add(Store *s, RequestOwner *o, int32_t value, uid_t uid, bool persistent) {
@@ -20,45 +19,6 @@ static Request *add(Store *s, RequestOwner *o, int32_t value, uid_t uid, bool pe
         ck_assert_int_eq(store_add(s, r, o), 0);
         return r;
 }
-
-START_TEST(test_hashmap_basic) {
-        Hashmap h;
-        uint32_t keys[1000];
-
-        hashmap_init(&h, &hashmap_u32_ops);
-        for (uint32_t i = 0; i < 1000; i++) {
-                keys[i] = i * 7919u;
-                ck_assert_int_eq(hashmap_put(&h, &keys[i], &keys[i]), 0);
-        }
-        ck_assert_int_eq(hashmap_put(&h, &keys[3], &keys[3]), -EEXIST);
-        ck_assert_uint_eq(hashmap_size(&h), 1000);
-        for (uint32_t i = 0; i < 1000; i += 2)
-                ck_assert_ptr_eq(hashmap_remove(&h, &keys[i]), &keys[i]);
-        for (uint32_t i = 0; i < 1000; i++)
-                ck_assert_ptr_eq(hashmap_get(&h, &keys[i]), i % 2 ? &keys[i] : NULL);
-
-        size_t n = 0, it = 0;
-        void *v;
-        while (hashmap_next(&h, &it, &v))
-                n++;
-        ck_assert_uint_eq(n, 500);
-        hashmap_clear(&h);
-}
-END_TEST
-
-START_TEST(test_hashmap_strings) {
-        Hashmap h;
-        hashmap_init(&h, &hashmap_string_ops);
-        ck_assert_ptr_null(hashmap_get(&h, ":1.1"));
-        ck_assert_int_eq(hashmap_put(&h, ":1.1", (void *) 1), 0);
-        ck_assert_int_eq(hashmap_put(&h, ":1.2", (void *) 2), 0);
-        char key[] = ":1.2";
-        ck_assert_ptr_eq(hashmap_get(&h, key), (void *) 2);
-        ck_assert_ptr_eq(hashmap_remove(&h, ":1.1"), (void *) 1);
-        ck_assert_ptr_null(hashmap_remove(&h, ":1.1"));
-        hashmap_clear(&h);
-}
-END_TEST
 
 START_TEST(test_min_and_floor) {
         Store s;
@@ -194,31 +154,82 @@ START_TEST(test_churn_against_model) {
 }
 END_TEST
 
-START_TEST(test_validation) {
-        ValidationError e;
-        QosType t;
+START_TEST(test_cpu_heaps) {
+        Store s;
+        store_init(&s, 7);
+        uint32_t c13[] = { 3, 1, 3 }, c2[] = { 2 };
 
-        ck_assert_int_eq(parse_qos_type("cpu_dma", &t, &e), 0);
-        ck_assert_int_eq(t, QOS_TYPE_CPU_DMA);
-        ck_assert_int_eq(parse_qos_type("network", &t, &e), -EOPNOTSUPP);
-        ck_assert_str_eq(e.name, "org.freedesktop.DBus.Error.NotSupported");
-        ck_assert_int_eq(parse_qos_type("CPU_DMA", &t, &e), -EINVAL);
-        ck_assert_str_eq(e.name, "org.freedesktop.DBus.Error.InvalidArgs");
-        ck_assert_int_eq(parse_qos_type("", &t, &e), -EINVAL);
+        Request *a = request_new(&s), *b = request_new(&s);
+        a->value = 50;
+        b->value = 20;
+        ck_assert_int_eq(request_set_cpus(a, c13, 3), 0);
+        ck_assert_uint_eq(a->n_cpus, 2); /* sorted, unique */
+        ck_assert_uint_eq(a->cpus[0], 1);
+        ck_assert_uint_eq(a->cpus[1], 3);
+        ck_assert_int_eq(request_set_cpus(b, c2, 1), 0);
+        ck_assert_int_eq(store_add(&s, a, NULL), 0);
+        ck_assert_int_eq(store_add(&s, b, NULL), 0);
 
-        char longtype[1000];
-        memset(longtype, 'x', sizeof(longtype) - 1);
-        longtype[sizeof(longtype) - 1] = 0;
-        ck_assert_int_eq(parse_qos_type(longtype, &t, &e), -EINVAL);
-        ck_assert_uint_lt(strlen(e.message), sizeof(e.message));
+        /* Per-CPU requests leave the global minimum alone. */
+        ck_assert_int_eq(store_min(&s), PMQOS_LATENCY_NONE);
+        ck_assert_int_eq(store_cpu_min(&s, 1), 50);
+        ck_assert_int_eq(store_cpu_min(&s, 2), 20);
+        ck_assert_int_eq(store_cpu_min(&s, 3), 50);
+        ck_assert_int_eq(store_cpu_min(&s, 0), PMQOS_LATENCY_NONE);
+        ck_assert_int_eq(store_cpu_min(&s, 5000), PMQOS_LATENCY_NONE);
+        ck_assert_int_eq(store_update(&s, a, -1), 0);
+        ck_assert_int_eq(store_cpu_min(&s, 1), PMQOS_LATENCY_NONE);
+        ck_assert_int_eq(store_update(&s, a, 10), 0);
+        ck_assert_int_eq(store_cpu_min(&s, 3), 10);
 
-        ck_assert_int_eq(check_latency_value(-1, &e), 0);
-        ck_assert_int_eq(check_latency_value(0, &e), 0);
-        ck_assert_int_eq(check_latency_value(PMQOS_LATENCY_MAX_US, &e), 0);
-        ck_assert_int_eq(check_latency_value(PMQOS_LATENCY_MAX_US + 1, &e), -EINVAL);
-        ck_assert_int_eq(check_latency_value(-2, &e), -EINVAL);
-        ck_assert_int_eq(check_latency_value(INT32_MIN, &e), -EINVAL);
-        ck_assert_ptr_nonnull(strstr(e.message, "-2147483648"));
+        /* An inactive request (its CPU is gone) is listed but bounds nothing. */
+        Request *gone = request_new(&s);
+        uint32_t c9[] = { 9 };
+        gone->value = 1;
+        gone->inactive = true;
+        ck_assert_int_eq(request_set_cpus(gone, c9, 1), 0);
+        ck_assert_int_eq(store_add(&s, gone, NULL), 0);
+        ck_assert_int_eq(store_cpu_min(&s, 9), PMQOS_LATENCY_NONE);
+        ck_assert_int_eq(store_update(&s, gone, 0), 0);
+        ck_assert_int_eq(store_cpu_min(&s, 9), PMQOS_LATENCY_NONE);
+        ck_assert_uint_eq(store_size(&s), 3);
+
+        store_remove(&s, a);
+        ck_assert_int_eq(store_cpu_min(&s, 1), PMQOS_LATENCY_NONE);
+        store_done(&s);
+}
+END_TEST
+
+START_TEST(test_expiry_heap) {
+        Store s;
+        store_init(&s, 9);
+        int64_t deadlines[] = { 500, 100, 300, 0, 200 };
+        Request *r[5];
+
+        for (int i = 0; i < 5; i++) {
+                r[i] = request_new(&s);
+                r[i]->value = 10 * i;
+                r[i]->expires_usec = deadlines[i];
+                ck_assert_int_eq(store_add(&s, r[i], NULL), 0);
+        }
+        ck_assert_int_eq(store_next_expiry(&s), 100);
+        ck_assert_ptr_null(store_first_expired(&s, 99));
+        ck_assert_ptr_eq(store_first_expired(&s, 100), r[1]);
+        store_remove(&s, r[1]);
+        ck_assert_int_eq(store_next_expiry(&s), 200);
+        store_remove(&s, r[4]); /* removed before its deadline */
+        ck_assert_int_eq(store_next_expiry(&s), 300);
+        Request *e;
+        int n = 0;
+        while ((e = store_first_expired(&s, 1000))) {
+                ck_assert(e->expires_usec > 0); /* never the untimed one */
+                store_remove(&s, e);
+                n++;
+        }
+        ck_assert_int_eq(n, 2);
+        ck_assert_int_eq(store_next_expiry(&s), 0);
+        ck_assert_uint_eq(store_size(&s), 1);
+        store_done(&s);
 }
 END_TEST
 
@@ -226,13 +237,12 @@ int main(void) {
         Suite *s = suite_create("store");
         TCase *tc = tcase_create("core");
         tcase_set_timeout(tc, 60);
-        tcase_add_test(tc, test_hashmap_basic);
-        tcase_add_test(tc, test_hashmap_strings);
         tcase_add_test(tc, test_min_and_floor);
         tcase_add_test(tc, test_drop_owner);
         tcase_add_test(tc, test_cookies_unique_nonzero);
         tcase_add_test(tc, test_churn_against_model);
-        tcase_add_test(tc, test_validation);
+        tcase_add_test(tc, test_cpu_heaps);
+        tcase_add_test(tc, test_expiry_heap);
         suite_add_tcase(s, tc);
 
         return unit_run(s, CK_FORK_GETENV);

@@ -3,7 +3,13 @@
 
 #include "unit.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int unit_run(Suite *s, enum fork_status fork) {
         SRunner *sr = srunner_create(s);
@@ -12,4 +18,59 @@ int unit_run(Suite *s, enum fork_status fork) {
         int failed = srunner_ntests_failed(sr);
         srunner_free(sr);
         return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+const char *unit_make_dir(const char *name) {
+        static char path[256];
+        snprintf(path, sizeof(path), "/tmp/pmqos-unit-%s-XXXXXX", name);
+        ck_assert_ptr_nonnull(mkdtemp(path));
+        return path;
+}
+
+void unit_remove_dir(const char *path) {
+        char cmd[512];
+        ck_assert(strncmp(path, "/tmp/pmqos-unit-", 16) == 0 && !strchr(path, '\''));
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+        ck_assert_int_eq(system(cmd), 0);
+}
+
+static void make_parents(char *path) {
+        for (char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
+                *p = 0;
+                ck_assert(mkdir(path, 0755) == 0 || errno == EEXIST);
+                *p = '/';
+        }
+}
+
+void unit_write_file(const char *dir, const char *name, const char *text) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        make_parents(path);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(text, f);
+        ck_assert_int_eq(fclose(f), 0);
+}
+
+const char *unit_read_file(const char *dir, const char *name) {
+        static char buf[4096];
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        buf[0] = 0;
+        FILE *f = fopen(path, "r");
+        if (!f)
+                return buf;
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        buf[n] = 0;
+        fclose(f);
+        return buf;
+}
+
+int32_t unit_read_device(const char *path) {
+        int32_t v = 0;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(pread(fd, &v, sizeof(v), 0), sizeof(v));
+        close(fd);
+        return v;
 }

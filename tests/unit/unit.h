@@ -4,8 +4,23 @@
 #pragma once
 
 #include <check.h>
+#include <stdint.h>
 
 /* Runs every test of s, each in a child unless $CK_FORK=no says otherwise
  * (CK_FORK_GETENV), or all in this process (CK_NOFORK: leak checkers see
  * everything); frees s; returns EXIT_SUCCESS or EXIT_FAILURE. */
 int unit_run(Suite *s, enum fork_status fork);
+
+/* Helpers the unit tests share: a scratch directory, small files, and the
+ * 4-byte value a stand-in device holds. Each fails the test on error. */
+
+/* Creates a fresh directory /tmp/pmqos-unit-NAME-XXXXXX; returns its path (static). */
+const char *unit_make_dir(const char *name);
+/* Removes it and everything in it. */
+void unit_remove_dir(const char *path);
+/* Writes text to dir/name, making missing parent directories. */
+void unit_write_file(const char *dir, const char *name, const char *text);
+/* What dir/name holds, up to 4 KiB (static; "" if it does not exist). */
+const char *unit_read_file(const char *dir, const char *name);
+/* The int32 a stand-in device (a 4-byte file) holds. */
+int32_t unit_read_device(const char *path);

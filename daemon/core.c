@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* One commit path for every change: effective values derived from the store
+ * and the floor, the device and the CPUs brought to them, state saved. A
+ * transaction that the kernel refuses is undone and committed again, so the
+ * kernel never holds what the store does not. */
+
+#include "core.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "state-file.h"
+
+int core_init(Core *c, const CoreConfig *config) {
+        int r;
+
+        *c = (Core){
+                .sink = SINK_INIT,
+                .admin_floor = PMQOS_LATENCY_NONE,
+                .default_floor = config->default_floor,
+                .effective = PMQOS_LATENCY_NONE,
+                .state_owner = config->state_owner,
+        };
+        store_init(&c->store, config->seed);
+        c->state_dir = strdup(config->state_dir);
+        if (!c->state_dir || cpu_sink_init(&c->cpus, config->sysfs_root) < 0) {
+                log_error("Cannot set up: %s", strerror(ENOMEM));
+                return -ENOMEM;
+        }
+        r = sink_open(&c->sink, config->device);
+        if (r < 0) {
+                log_error("Cannot open %s: %s", config->device, strerror(-r));
+                return r;
+        }
+        return 0;
+}
+
+void core_done(Core *c) {
+        if (c->cpus.n_originals > 0) {
+                int r = cpu_sink_restore_all(&c->cpus);
+                if (r < 0)
+                        log_error("Cannot restore every CPU's pm_qos_resume_latency_us: %s", strerror(-r));
+                c->originals_dirty = true;
+        }
+        if ((c->state_dirty || c->originals_dirty) && c->state_dir)
+                (void) core_save(c);
+        store_done(&c->store);
+        sink_close(&c->sink);
+        cpu_sink_done(&c->cpus);
+        free(c->state_dir);
+        c->state_dir = NULL;
+}
+
+/* ---- persistence ---- */
+
+int core_save(Core *c) {
+        TextBuffer b = {};
+        int r = state_serialize(&c->store, c->admin_floor, c->cpus.originals, c->cpus.n_originals, &b);
+        if (r >= 0)
+                r = state_save(c->state_dir, b.data, b.len, c->state_dirty);
+        free(b.data);
+        if (r < 0) {
+                /* Keep serving from memory; the next change tries again. */
+                log_error("Cannot save state to %s: %s; persistent requests live in memory only until it works.",
+                          c->state_dir, strerror(-r));
+                return r;
+        }
+        c->state_dirty = c->originals_dirty = false;
+        return 0;
+}
+
+/* ---- committing ---- */
+
+static int commit_cpus(Core *c) {
+        int32_t floor = core_floor(c);
+        bool remembered = false;
+        int r;
+
+        /* Record every original, on disk, before the first write that would lose it. */
+        for (uint32_t cpu = 0; cpu < c->store.n_cpu_heaps; cpu++) {
+                int32_t target = effective_latency(store_cpu_min(&c->store, cpu), floor);
+                if (target >= 0 && !cpu_sink_constrains(&c->cpus, cpu)) {
+                        r = cpu_sink_remember(&c->cpus, cpu);
+                        if (r < 0)
+                                return r;
+                        remembered = true;
+                }
+        }
+        if (remembered) {
+                c->originals_dirty = true;
+                (void) core_save(c);
+        }
+
+        for (uint32_t cpu = 0; cpu < c->store.n_cpu_heaps; cpu++) {
+                int32_t target = effective_latency(store_cpu_min(&c->store, cpu), floor);
+                if (target == cpu_sink_written(&c->cpus, cpu))
+                        continue;
+                r = cpu_sink_write(&c->cpus, cpu, target);
+                if (r < 0)
+                        return r;
+                if (target < 0)
+                        c->originals_dirty = true; /* an original went back and is forgotten */
+        }
+        return 0;
+}
+
+/* Brings the kernel and the state file to the store. */
+static int commit(Core *c) {
+        int32_t effective = effective_latency(store_min(&c->store), core_floor(c));
+        int r;
+
+        r = sink_apply(&c->sink, effective);
+        if (r < 0)
+                return r;
+        c->effective = effective;
+        if (c->store.n_cpu_heaps > 0 || c->cpus.n_originals > 0) {
+                r = commit_cpus(c);
+                if (r < 0)
+                        return r;
+        }
+        if (c->state_dirty || c->originals_dirty)
+                (void) core_save(c);
+        return 0;
+}
+
+/* The snapshot a transaction compares with to say what changed. */
+typedef struct Before {
+        int32_t effective, floor;
+        size_t count;
+        bool state_dirty;
+} Before;
+
+static Before before(const Core *c) {
+        return (Before){ .effective = c->effective,
+                         .floor = core_floor(c),
+                         .count = store_size(&c->store),
+                         .state_dirty = c->state_dirty };
+}
+
+static void changed(const Core *c, const Before *b, bool requests, ChangeSet *changes) {
+        *changes = (ChangeSet){ .latency = c->effective != b->effective,
+                                .requests = requests,
+                                .count = store_size(&c->store) != b->count,
+                                .floor = core_floor(c) != b->floor };
+}
+
+/* The kernel refused: the caller put the store back; bring the kernel back too. */
+static int undo(Core *c, const Before *b, int error, ChangeSet *changes) {
+        c->state_dirty = b->state_dirty;
+        int r = commit(c);
+        if (r < 0)
+                log_error("Cannot bring %s back after a failed write: %s", c->sink.path, strerror(-r));
+        *changes = (ChangeSet){};
+        return error;
+}
+
+/* ---- transactions ---- */
+
+int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes) {
+        Before b = before(c);
+        int k = store_add(&c->store, r, owner);
+        if (k < 0) {
+                request_free(r);
+                *changes = (ChangeSet){};
+                return k;
+        }
+        if (r->persistent)
+                c->state_dirty = true;
+        k = commit(c);
+        if (k < 0) {
+                store_remove(&c->store, r);
+                return undo(c, &b, k, changes);
+        }
+        changed(c, &b, true, changes);
+        return 0;
+}
+
+int core_update(Core *c, Request *r, int32_t value, ChangeSet *changes) {
+        Before b = before(c);
+        int32_t old = r->value;
+
+        if (value == old) {
+                *changes = (ChangeSet){};
+                return 0;
+        }
+        int k = store_update(&c->store, r, value);
+        if (k < 0) {
+                *changes = (ChangeSet){};
+                return k;
+        }
+        if (r->persistent)
+                c->state_dirty = true;
+        k = commit(c);
+        if (k < 0) {
+                (void) store_update(&c->store, r, old); /* room was reserved for old: cannot fail */
+                return undo(c, &b, k, changes);
+        }
+        changed(c, &b, true, changes);
+        return 0;
+}
+
+int core_cancel(Core *c, Request *r, ChangeSet *changes) {
+        Before b = before(c);
+        int32_t old = r->value;
+        bool persistent = r->persistent;
+
+        /* Out of the heaps first, so that a failed write can put it back as it was. */
+        int k = store_update(&c->store, r, PMQOS_LATENCY_NONE);
+        if (k >= 0)
+                k = commit(c);
+        if (k < 0) {
+                (void) store_update(&c->store, r, old);
+                return undo(c, &b, k, changes);
+        }
+        store_remove(&c->store, r);
+        if (persistent) {
+                c->state_dirty = true;
+                (void) core_save(c);
+        }
+        changed(c, &b, true, changes);
+        return 0;
+}
+
+static int set_floors(Core *c, int32_t admin_floor, int32_t default_floor, ChangeSet *changes) {
+        Before b = before(c);
+        int32_t old_admin = c->admin_floor, old_default = c->default_floor;
+
+        c->admin_floor = admin_floor;
+        c->default_floor = default_floor;
+        if (admin_floor != old_admin)
+                c->state_dirty = true;
+        int k = commit(c);
+        if (k < 0) {
+                c->admin_floor = old_admin;
+                c->default_floor = old_default;
+                return undo(c, &b, k, changes);
+        }
+        changed(c, &b, false, changes);
+        return 0;
+}
+
+int core_set_floor(Core *c, int32_t admin_floor, ChangeSet *changes) {
+        return set_floors(c, admin_floor, c->default_floor, changes);
+}
+
+int core_set_default_floor(Core *c, int32_t default_floor, ChangeSet *changes) {
+        return set_floors(c, c->admin_floor, default_floor, changes);
+}
+
+int core_drop_owner(Core *c, RequestOwner *owner, ChangeSet *changes) {
+        Before b = before(c);
+        unsigned n = store_drop_owner(&c->store, owner);
+        int k = n > 0 ? commit(c) : 0;
+        changed(c, &b, n > 0, changes);
+        return k;
+}
+
+int core_expire(Core *c, int64_t now, ChangeSet *changes) {
+        Before b = before(c);
+        Request *r;
+        unsigned n = 0;
+
+        while ((r = store_first_expired(&c->store, now))) {
+                log_debug("Request %" PRIu32 " reached its deadline.", r->cookie);
+                if (r->persistent)
+                        c->state_dirty = true;
+                store_remove(&c->store, r);
+                n++;
+        }
+        int k = commit(c);
+        changed(c, &b, n > 0, changes);
+        return k;
+}
+
+/* ---- loading ---- */
+
+/* A saved per-CPU request naming a CPU that is gone or offline now is kept
+ * (listed, cancellable, saved again) but bounds nothing until the next
+ * start finds its CPUs: it must not stop pmqosd from starting. */
+static void mark_if_cpus_gone(Core *c, Request *req) {
+        for (size_t i = 0; i < req->n_cpus; i++) {
+                int r = cpu_sink_check_cpu(&c->cpus, req->cpus[i]);
+                if (r < 0) {
+                        req->inactive = true;
+                        log_warning("Saved request %" PRIu32 " names CPU %" PRIu32 ", which is %s; keeping it, "
+                                    "inactive, until a start finds that CPU.",
+                                    req->cookie, req->cpus[i], r == -EHOSTDOWN ? "offline" : "absent");
+                        return;
+                }
+        }
+}
+
+int core_load(Core *c, int64_t now) {
+        StateData d;
+        int r;
+
+        r = state_dir_prepare(c->state_dir, c->state_owner);
+        if (r < 0) {
+                log_error("Cannot use state directory %s: %s", c->state_dir, strerror(-r));
+                return r;
+        }
+        r = state_load(c->state_dir, &d);
+        if (r < 0) {
+                log_error("Cannot load state from %s: %s", c->state_dir, strerror(-r));
+                return r;
+        }
+
+        /* Originals in the file mean the last run died while constraining CPUs. */
+        if (d.n_originals > 0) {
+                r = cpu_sink_restore_originals(&c->cpus, d.originals, d.n_originals);
+                if (r < 0)
+                        log_error("Cannot restore CPU latency values left by the previous run: %s", strerror(-r));
+                else
+                        log_info("Restored the per-CPU latency values of %zu CPU(s) left by the previous run.",
+                                 d.n_originals);
+                c->originals_dirty = true;
+        }
+
+        size_t n_loaded = 0;
+        c->admin_floor = d.floor;
+        for (size_t i = 0; i < d.n_requests; i++) {
+                Request *req = d.requests[i];
+                if (req->expires_usec > 0 && req->expires_usec <= now) {
+                        c->state_dirty = true;
+                        continue; /* ended while we were down */
+                }
+                mark_if_cpus_gone(c, req);
+                if (store_get(&c->store, req->cookie) || store_add(&c->store, req, NULL) < 0)
+                        continue;
+                d.requests[i] = NULL;
+                n_loaded++;
+        }
+        state_data_done(&d);
+
+        r = commit(c);
+        if (r < 0) {
+                log_error("Cannot apply the saved latency requests: %s", strerror(-r));
+                return r;
+        }
+        if (n_loaded > 0 || core_floor(c) >= 0)
+                log_info("Loaded %zu persistent request(s) and floor %d from %s.", n_loaded, (int) core_floor(c),
+                         c->state_dir);
+        return 0;
+}

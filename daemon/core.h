@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The transaction core: every change of the request set and the floors is
+ * one call that changes the store, brings the kernel (device and per-CPU
+ * files) to it, persists, undoes everything if the kernel refuses, and says
+ * what changed. No bus, no event loop: time is a parameter. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cpu-sink.h"
+#include "sink.h"
+#include "store.h"
+
+typedef struct CoreConfig {
+        const char *device;
+        const char *state_dir;
+        const char *sysfs_root;
+        uid_t state_owner; /* who may own an existing state directory besides us: the --user */
+        int32_t default_floor;
+        uint64_t seed; /* for cookies */
+} CoreConfig;
+
+/* What one transaction changed; the bus front turns it into signals. */
+typedef struct ChangeSet {
+        bool latency;  /* the effective value */
+        bool requests; /* the request set: added, removed, changed or detached */
+        bool count;    /* how many requests there are */
+        bool floor;    /* the floor in force */
+} ChangeSet;
+
+typedef struct Core {
+        Store store;
+        Sink sink;
+        CpuSink cpus;
+        char *state_dir;
+        uid_t state_owner;
+        int32_t admin_floor;   /* set over the bus, persisted; PMQOS_LATENCY_NONE if unset */
+        int32_t default_floor; /* from the configuration; PMQOS_LATENCY_NONE if unset */
+        int32_t effective;     /* what the device was last given, as the API reports it */
+        bool state_dirty;      /* persistent requests or the admin floor changed: saved durably */
+        bool originals_dirty;  /* only CPU originals changed: they mean nothing after a reboot, so the
+                                * save needs no fsync of the directory */
+} Core;
+
+/* Opens the device and every CPU's file (this needs root). Logs why on
+ * failure; core_done() applies either way. */
+int core_init(Core *c, const CoreConfig *config);
+/* Gives every CPU back what it had and saves what is unsaved; the device
+ * request goes with its descriptor. */
+void core_done(Core *c);
+
+/* Restores what a crashed run left on CPUs, loads persistent requests and
+ * the floor, and brings the kernel to them. Logs why on failure. */
+int core_load(Core *c, int64_t now);
+
+/* The floor in force: the administrator's, else the configured default. */
+static inline int32_t core_floor(const Core *c) {
+        return c->admin_floor >= 0 ? c->admin_floor : c->default_floor;
+}
+
+/* Each returns 0 with *changes filled, or a negative errno with the store,
+ * the kernel and the state file as they were before the call. */
+
+/* Takes r (with its cookie from request_new()) into the store for owner
+ * (may be NULL); on failure r is the caller's to free. */
+int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes);
+int core_update(Core *c, Request *r, int32_t value, ChangeSet *changes);
+/* Ends and frees r. */
+int core_cancel(Core *c, Request *r, ChangeSet *changes);
+int core_set_floor(Core *c, int32_t admin_floor, ChangeSet *changes);
+int core_set_default_floor(Core *c, int32_t default_floor, ChangeSet *changes);
+
+/* These cannot be undone (the owner left, the time came): on a kernel
+ * failure the store change stays, the error is returned, and the next
+ * successful transaction brings the kernel along. */
+int core_drop_owner(Core *c, RequestOwner *owner, ChangeSet *changes);
+int core_expire(Core *c, int64_t now, ChangeSet *changes);
+
+/* The earliest deadline of a timed request (CLOCK_REALTIME µs), or 0. */
+static inline int64_t core_next_deadline(const Core *c) {
+        return store_next_expiry(&c->store);
+}
+
+/* Saves persistent requests, the floor and CPU originals; logs on failure and
+ * keeps them in memory, to try again at the next change. */
+int core_save(Core *c);

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The state file's format: persistent requests, the floor and the per-CPU
+ * values to restore. Pure text in, text out; no I/O (see state-file.c). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+#define STATE_FORMAT_VERSION 1
+#define STATE_FILE_MAX (16u * 1024u * 1024u)
+#define STATE_REASON_MAX 256u
+
+typedef struct CpuOriginal {
+        uint32_t cpu;
+        char *value;     /* the sysfs text found before our first write */
+        int32_t written; /* what we wrote since (in memory only) */
+} CpuOriginal;
+
+typedef struct StateData {
+        int32_t floor;
+        Request **requests; /* owned; not in any store */
+        size_t n_requests;
+        CpuOriginal *originals;
+        size_t n_originals;
+} StateData;
+
+void state_data_done(StateData *d);
+
+/* Parses a whole file. Returns 0, or -EBADMSG with a reason ("line 3: …") in err. */
+int state_parse(const char *buf, size_t len, StateData *ret, char *err, size_t err_size);
+
+/* Appends one text line per item to a growing buffer. */
+typedef struct TextBuffer {
+        char *data;
+        size_t len, cap;
+        bool oom;
+} TextBuffer;
+
+void text_append(TextBuffer *b, const char *s);
+void text_append_escaped(TextBuffer *b, const char *s);
+void text_printf(TextBuffer *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Writes the header, the floor, the originals and every persistent request of s. */
+int state_serialize(const Store *s, int32_t floor, const CpuOriginal *originals, size_t n_originals, TextBuffer *out);
