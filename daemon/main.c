@@ -100,7 +100,9 @@ static int set_limit_option(Options *o, const char *arg, unsigned bit, unsigned 
         return 0;
 }
 
-/* Returns 1 to run, 0 to exit successfully, negative on a usage error. */
+/* Returns 1 to run, 0 to exit successfully, negative on a usage error. One
+ * case per option: the table and the switch are the whole command line, and
+ * read best as one piece, so this function is longer than the others. */
 static int parse_argv(int argc, char *argv[], Options *o) {
         enum {
                 ARG_DEVICE = 0x100,

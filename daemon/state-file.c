@@ -141,8 +141,22 @@ static int read_file(const char *path, char **ret, size_t *ret_len) {
 
 static void move_aside(const char *dir, const char *path, const char *why) {
         char aside[4096];
-        snprintf(aside, sizeof(aside), "%s/%s.corrupt-%lld", dir, STATE_NAME, (long long) time(NULL));
-        if (rename(path, aside) < 0)
+        long long now = (long long) time(NULL);
+        int r = -1;
+
+        /* Never over an earlier one: the evidence of each damaged file is kept. */
+        for (unsigned n = 0; n < 100 && r < 0; n++) {
+                if (n == 0)
+                        snprintf(aside, sizeof(aside), "%s/%s.corrupt-%lld", dir, STATE_NAME, now);
+                else
+                        snprintf(aside, sizeof(aside), "%s/%s.corrupt-%lld.%u", dir, STATE_NAME, now, n);
+                r = renameat2(AT_FDCWD, path, AT_FDCWD, aside, RENAME_NOREPLACE);
+                if (r < 0 && errno == EINVAL) /* a file system without it: as before */
+                        r = rename(path, aside);
+                if (r < 0 && errno != EEXIST)
+                        break;
+        }
+        if (r < 0)
                 log_error("State file %s is unusable (%s) and cannot be moved aside: %s; starting empty.", path, why,
                           strerror(errno));
         else

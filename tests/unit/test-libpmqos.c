@@ -21,13 +21,7 @@
 #include "unit.h"
 
 static int32_t kernel_read(void) {
-        const char *dev = getenv("PMQOS_TEST_DEVICE");
-        int32_t v = 0;
-        int fd = open(dev, O_RDONLY | O_CLOEXEC);
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(pread(fd, &v, sizeof(v), 0), (ssize_t) sizeof(v));
-        close(fd);
-        return v;
+        return unit_read_device(getenv("PMQOS_TEST_DEVICE"));
 }
 
 static int32_t baseline;

@@ -46,15 +46,6 @@ static const char *read_file(const char *path) {
         return buf;
 }
 
-static int32_t read_device(const char *path) {
-        int32_t v = 0;
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(pread(fd, &v, sizeof(v), 0), sizeof(v));
-        close(fd);
-        return v;
-}
-
 START_TEST(test_device_written_only_on_change) {
         char path[128];
         Sink s;
@@ -69,20 +60,20 @@ START_TEST(test_device_written_only_on_change) {
         /* A stand-in file starts unconstrained, as the device does. */
         ck_assert_int_eq(stat(path, &st), 0);
         ck_assert_int_eq(st.st_size, 4);
-        ck_assert_int_eq(read_device(path), PMQOS_LATENCY_MAX_US);
+        ck_assert_int_eq(unit_read_device(path), PMQOS_LATENCY_MAX_US);
 
         ck_assert_int_eq(sink_apply(&s, 100), 0);
-        ck_assert_int_eq(read_device(path), 100); /* binary, not "100" (which the kernel reads as 256) */
+        ck_assert_int_eq(unit_read_device(path), 100); /* binary, not "100" (which the kernel reads as 256) */
         ck_assert_int_eq(sink_apply(&s, 100), 0);
         ck_assert_int_eq(sink_apply(&s, 0), 0);
-        ck_assert_int_eq(read_device(path), 0);
+        ck_assert_int_eq(unit_read_device(path), 0);
         ck_assert_int_eq(sink_read(&s, &v), 0);
         ck_assert_int_eq(v, 0);
         ck_assert_uint_eq(s.n_writes, 2);
 
         /* No requirement lifts our request to the kernel's default. */
         ck_assert_int_eq(sink_apply(&s, PMQOS_LATENCY_NONE), 0);
-        ck_assert_int_eq(read_device(path), PMQOS_LATENCY_MAX_US);
+        ck_assert_int_eq(unit_read_device(path), PMQOS_LATENCY_MAX_US);
         ck_assert_int_eq(sink_apply(&s, PMQOS_LATENCY_MAX_US), 0);
         ck_assert_uint_eq(s.n_writes, 3);
         sink_close(&s);

@@ -26,6 +26,17 @@ static void teardown(void) {
         unit_remove_dir(dir);
 }
 
+static unsigned count_aside(void) {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        unsigned n = 0;
+        ck_assert_ptr_nonnull(d);
+        while ((de = readdir(d)))
+                n += strncmp(de->d_name, "state.corrupt-", 14) == 0;
+        closedir(d);
+        return n;
+}
+
 static bool moved_aside(void) {
         DIR *d = opendir(dir);
         struct dirent *de;
@@ -95,10 +106,12 @@ START_TEST(test_load_moves_bad_files_aside) {
         ck_assert_int_eq(access(state, F_OK), -1);
         state_data_done(&d);
 
+        /* A second damaged file in the same second keeps the first one aside too. */
         unit_write_file(dir, "state", "not a state file\n");
         ck_assert_int_eq(state_load(dir, &d), 0);
         ck_assert_int_eq(access(state, F_OK), -1);
         ck_assert_int_eq(d.floor, -1);
+        ck_assert_uint_eq(count_aside(), 2);
         state_data_done(&d);
 }
 END_TEST
