@@ -486,6 +486,45 @@ def polkit_uid(key):
     return pwd.getpwnam(POLKIT_USERS[key]).pw_uid
 
 
+created_pmqos_user = False
+
+
+def pmqos_user_install():
+    """The user the shipped unit runs pmqosd as. Call it before any bus
+    starts: dbus-daemon resolves the policy's user="pmqos" when it reads it."""
+    global created_pmqos_user
+    if not IS_ROOT:
+        return
+    try:
+        pwd.getpwnam("pmqos")
+    except KeyError:
+        group = ["-g", "pmqos"] if "pmqos" in [g.gr_name for g in grp.getgrall()] else ["--user-group"]
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", *group, "pmqos"],
+                       check=True)
+        created_pmqos_user = True
+
+
+def pmqos_user_uninstall():
+    global created_pmqos_user
+    if created_pmqos_user:
+        subprocess.run(["userdel", "pmqos"], check=False)
+        created_pmqos_user = False
+
+
+def proc_status(pid):
+    """/proc/PID/status as a dict of its fields."""
+    fields = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            fields[k] = v.strip()
+    return fields
+
+
+def rss_kib(pid):
+    return int(proc_status(pid)["VmRSS"].split()[0])
+
+
 class BrokerTestCase(unittest.TestCase):
     """Each test gets a fresh bus and daemon; the device is restored after."""
 

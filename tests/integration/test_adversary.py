@@ -23,6 +23,10 @@ import unittest
 from gi.repository import GLib
 
 from harness import (
+    pmqos_user_install,
+    pmqos_user_uninstall,
+    proc_status,
+    rss_kib,
     POLKIT_USERS,
     POLKITD_PRESENT,
     polkit_install,
@@ -58,46 +62,16 @@ UNDER_WRAPPER = bool(os.environ.get("PMQOSD_WRAPPER"))
 polkit_ready = IS_ROOT and POLKITD_PRESENT
 
 
-created_pmqos_user = False
-
-
 def setUpModule():
-    global created_pmqos_user
     if polkit_ready:
         polkit_install()
-    if IS_ROOT:
-        # Before any bus starts: dbus-daemon resolves the policy's user="pmqos" when it reads it.
-        try:
-            pwd.getpwnam("pmqos")
-        except KeyError:
-            group = ["-g", "pmqos"] if "pmqos" in [g.gr_name for g in grp.getgrall()] else ["--user-group"]
-            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", *group,
-                            "pmqos"], check=True)
-            created_pmqos_user = True
+    pmqos_user_install()
 
 
 def tearDownModule():
-    if created_pmqos_user:
-        subprocess.run(["userdel", "pmqos"], check=False)
+    pmqos_user_uninstall()
     if polkit_ready:
         polkit_uninstall()
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS for %d" % pid)
-
-
-def status_fields(pid):
-    fields = {}
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            fields[k] = v.strip()
-    return fields
 
 
 class Attacker:
@@ -820,7 +794,7 @@ class TestUnitPrivileges(BrokerTestCase):
         finally:
             os.environ["PMQOSD_WRAPPER"] = env_wrapper
         pw = pwd.getpwnam("pmqos")
-        f = status_fields(self.daemon.proc.pid)
+        f = proc_status(self.daemon.proc.pid)
         self.assertEqual(f["Uid"].split(), [str(pw.pw_uid)] * 4)
         self.assertEqual(f["Gid"].split(), [str(pw.pw_gid)] * 4)
         self.assertEqual(f["Groups"], "")

@@ -14,6 +14,9 @@ import unittest
 from gi.repository import GLib
 
 from harness import (
+    pmqos_user_install,
+    pmqos_user_uninstall,
+    proc_status,
     POLKIT_USERS,
     POLKITD_PRESENT,
     polkit_install,
@@ -28,37 +31,17 @@ from harness import (
 from test_cpus import make_fake_sysfs, read
 
 ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
-created_user = False
-
-
 def setUpModule():
-    global created_user
     if not IS_ROOT or not POLKITD_PRESENT:
         return
     polkit_install()
-    try:
-        pwd.getpwnam("pmqos")
-    except KeyError:
-        group = ["-g", "pmqos"] if "pmqos" in [g.gr_name for g in grp.getgrall()] else ["--user-group"]
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", *group, "pmqos"],
-                       check=True)
-        created_user = True
+    pmqos_user_install()
 
 
 def tearDownModule():
-    if created_user:
-        subprocess.run(["userdel", "pmqos"], check=False)
+    pmqos_user_uninstall()
     if IS_ROOT and POLKITD_PRESENT:
         polkit_uninstall()
-
-
-def status_fields(pid):
-    fields = {}
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            fields[k] = v.strip()
-    return fields
 
 
 @unittest.skipUnless(IS_ROOT and POLKITD_PRESENT, "needs root and polkitd")
@@ -73,7 +56,7 @@ class TestUserSwitch(BrokerTestCase):
 
     def test_serves_everything_without_privilege(self):
         pmqos = pwd.getpwnam("pmqos")
-        st = status_fields(self.daemon.proc.pid)
+        st = proc_status(self.daemon.proc.pid)
         self.assertEqual(st["Uid"].split(), [str(pmqos.pw_uid)] * 4)
         self.assertEqual(st["Gid"].split(), [str(pmqos.pw_gid)] * 4)
         self.assertEqual(int(st["CapEff"], 16), 0)

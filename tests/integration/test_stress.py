@@ -8,20 +8,12 @@ import os
 import subprocess
 import sys
 
-from harness import PMQOSD, BrokerTestCase, main, wait_for
+from harness import PMQOSD, BrokerTestCase, main, wait_for, rss_kib
 
 STRESS = os.environ.get("PMQOS_STRESS", os.path.join(os.path.dirname(os.environ.get("PMQOSD", "")), "..", "tests",
                                                       "stress", "pmqos-stress"))
 SECONDS = os.environ.get("PMQOS_STRESS_SECONDS", "60")
 WORKERS = os.environ.get("PMQOS_STRESS_WORKERS", "200")
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return -1
 
 
 class TestStress(BrokerTestCase):
