@@ -3,9 +3,6 @@
  * record of the requests made through it (to issue them again when the
  * broker restarts), and error names mapped to errno values. */
 
-#include "contract.h"
-#include "pmqos.h"
-
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -13,47 +10,7 @@
 #include <systemd/sd-bus.h>
 #include <time.h>
 
-#define _public_ __attribute__((visibility("default")))
-#define _cleanup_(f) __attribute__((cleanup(f)))
-
-#define BUS_NAME PMQOS_BUS_NAME
-#define OBJECT_PATH PMQOS_OBJECT_PATH
-#define NATIVE_IFACE PMQOS_NATIVE_INTERFACE
-#define QOS_IFACE PMQOS_QOS_INTERFACE
-
-/* pmqos.h is self-contained for users; it must say what the contract says. */
-/* NOLINTNEXTLINE(misc-redundant-expression): equal is the point */
-_Static_assert(PMQOS_LATENCY_MAX == PMQOS_CONTRACT_LATENCY_MAX, "pmqos.h and the contract disagree");
-/* NOLINTNEXTLINE(misc-redundant-expression) */
-_Static_assert(PMQOS_LATENCY_NONE == PMQOS_CONTRACT_LATENCY_NONE, "pmqos.h and the contract disagree");
-#define INTERACTIVE_TIMEOUT_USEC (5ull * 60 * 1000000) /* a person typing a password */
-
-/* A request made through this client, kept to issue it again after a restart. */
-typedef struct Entry Entry;
-struct Entry {
-        uint32_t cookie;        /* what the caller holds, forever */
-        uint32_t broker_cookie; /* what the current broker calls it */
-        int32_t value;
-        char *reason;
-        uint64_t deadline_usec; /* CLOCK_MONOTONIC, 0: none */
-        uint32_t *cpus;
-        size_t n_cpus;
-        bool persistent;
-        Entry *next;
-};
-
-struct pmqos_client {
-        sd_bus *bus;
-        char *last_error;
-        bool interactive;
-        bool broker_gone; /* between NameOwnerChanged "left" and "back" */
-        Entry *entries;
-        sd_bus_slot *owner_slot;
-        sd_bus_slot *latency_slot;
-        sd_bus_slot *requests_slot;
-        pmqos_event_callback callback;
-        void *userdata;
-};
+#include "libpmqos-internal.h"
 
 static uint64_t now_monotonic_usec(void) {
         struct timespec ts;
@@ -66,7 +23,7 @@ static void set_last_error(pmqos_client *c, const char *message) {
         c->last_error = message ? strdup(message) : NULL;
 }
 
-static int map_error(pmqos_client *c, const sd_bus_error *e, int r) {
+int client_map_error(pmqos_client *c, const sd_bus_error *e, int r) {
         static const struct {
                 const char *name;
                 int errnum;
@@ -121,7 +78,7 @@ static Entry *find_entry(pmqos_client *c, uint32_t cookie, Entry ***ret_link) {
 
 /* ---- calls ---- */
 
-static int call(pmqos_client *c, const char *iface, const char *member, sd_bus_message **ret_reply,
+int client_call(pmqos_client *c, const char *iface, const char *member, sd_bus_message **ret_reply,
                 int (*append)(sd_bus_message *m, const void *data), const void *data) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
@@ -129,20 +86,20 @@ static int call(pmqos_client *c, const char *iface, const char *member, sd_bus_m
 
         r = sd_bus_message_new_method_call(c->bus, &m, BUS_NAME, OBJECT_PATH, iface, member);
         if (r < 0)
-                return map_error(c, NULL, r);
+                return client_map_error(c, NULL, r);
         if (append) {
                 r = append(m, data);
                 if (r < 0)
-                        return map_error(c, NULL, r);
+                        return client_map_error(c, NULL, r);
         }
         if (c->interactive) {
                 r = sd_bus_message_set_allow_interactive_authorization(m, true);
                 if (r < 0)
-                        return map_error(c, NULL, r);
+                        return client_map_error(c, NULL, r);
         }
         r = sd_bus_call(c->bus, m, c->interactive ? INTERACTIVE_TIMEOUT_USEC : 0, &e, ret_reply);
         if (r < 0)
-                return map_error(c, &e, r);
+                return client_map_error(c, &e, r);
         set_last_error(c, NULL);
         return 0;
 }
@@ -201,11 +158,11 @@ static int append_request(sd_bus_message *m, const void *data) {
 
 static int issue(pmqos_client *c, const RequestArgs *a, uint32_t *ret_cookie) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        int r = call(c, NATIVE_IFACE, "Request", &reply, append_request, a);
+        int r = client_call(c, NATIVE_IFACE, "Request", &reply, append_request, a);
         if (r < 0)
                 return r;
         r = sd_bus_message_read(reply, "u", ret_cookie);
-        return r < 0 ? map_error(c, NULL, r) : 0;
+        return r < 0 ? client_map_error(c, NULL, r) : 0;
 }
 
 /* The broker came back: issue again what it forgot. Persistent requests it
@@ -243,7 +200,7 @@ static void reissue_all(pmqos_client *c) {
         }
 }
 
-static void emit(pmqos_client *c, pmqos_event event, int32_t usec) {
+void client_emit(pmqos_client *c, pmqos_event event, int32_t usec) {
         if (c->callback)
                 c->callback(c, event, usec, c->userdata);
 }
@@ -257,39 +214,21 @@ static int on_name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error
                 return 0;
         if (new_owner[0] == 0) {
                 c->broker_gone = true;
-                emit(c, PMQOS_EVENT_BROKER_LOST, PMQOS_LATENCY_NONE);
+                client_emit(c, PMQOS_EVENT_BROKER_LOST, PMQOS_LATENCY_NONE);
                 return 0;
         }
         c->broker_gone = false;
         reissue_all(c);
-        emit(c, PMQOS_EVENT_BROKER_RESTARTED, PMQOS_LATENCY_NONE);
+        client_emit(c, PMQOS_EVENT_BROKER_RESTARTED, PMQOS_LATENCY_NONE);
         return 0;
 }
 
-static int on_latency_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        pmqos_client *c = userdata;
-        const char *type;
-        int32_t value;
-
-        (void) error;
-        if (sd_bus_message_read(m, "si", &type, &value) >= 0)
-                emit(c, PMQOS_EVENT_LATENCY_CHANGED, value);
-        return 0;
-}
-
-static int on_requests_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        (void) m, (void) error;
-        emit(userdata, PMQOS_EVENT_REQUESTS_CHANGED, PMQOS_LATENCY_NONE);
-        return 0;
-}
-
-/* Handles what arrived while the caller was busy (a restart, above all). */
-static int dispatch(pmqos_client *c) {
+int client_dispatch(pmqos_client *c) {
         int r;
         while ((r = sd_bus_process(c->bus, NULL)) > 0)
                 ;
         if (r < 0)
-                return map_error(c, NULL, r);
+                return client_map_error(c, NULL, r);
         return 0;
 }
 
@@ -322,7 +261,7 @@ _public_ int pmqos_client_new(pmqos_client **ret) {
         }
 
         /* Make sure someone answers (the bus may start it for us). */
-        r = call(c, "org.freedesktop.DBus.Peer", "Ping", NULL, NULL, NULL);
+        r = client_call(c, "org.freedesktop.DBus.Peer", "Ping", NULL, NULL, NULL);
         if (r < 0) {
                 pmqos_client_free(c);
                 return r;
@@ -366,7 +305,7 @@ _public_ int pmqos_request_full(pmqos_client *c, int32_t usec, const char *reaso
 
         if (!c || !ret_cookie || (n_cpus > 0 && !cpus) || (flags & ~(uint64_t) PMQOS_REQUEST_PERSISTENT))
                 return -EINVAL;
-        r = dispatch(c);
+        r = client_dispatch(c);
         if (r < 0)
                 return r;
 
@@ -428,13 +367,13 @@ static int append_cookie(sd_bus_message *m, const void *data) {
 _public_ int pmqos_update(pmqos_client *c, uint32_t cookie, int32_t usec) {
         if (!c)
                 return -EINVAL;
-        int r = dispatch(c);
+        int r = client_dispatch(c);
         if (r < 0)
                 return r;
 
         Entry *e = find_entry(c, cookie, NULL);
         UpdateArgs a = { .cookie = e ? e->broker_cookie : cookie, .value = usec };
-        r = call(c, NATIVE_IFACE, "Update", NULL, append_update, &a);
+        r = client_call(c, NATIVE_IFACE, "Update", NULL, append_update, &a);
         if (r < 0)
                 return r;
         if (e)
@@ -447,13 +386,13 @@ _public_ int pmqos_cancel(pmqos_client *c, uint32_t cookie) {
 
         if (!c)
                 return -EINVAL;
-        int r = dispatch(c);
+        int r = client_dispatch(c);
         if (r < 0)
                 return r;
 
         Entry *e = find_entry(c, cookie, &link);
         uint32_t broker_cookie = e ? e->broker_cookie : cookie;
-        r = call(c, NATIVE_IFACE, "Cancel", NULL, append_cookie, &broker_cookie);
+        r = client_call(c, NATIVE_IFACE, "Cancel", NULL, append_cookie, &broker_cookie);
         if (r < 0)
                 return r;
         if (e) {
@@ -469,7 +408,7 @@ static int get_property(pmqos_client *c, const char *name, char type, void *ret)
 
         if (!c || !ret)
                 return -EINVAL;
-        r = dispatch(c);
+        r = client_dispatch(c);
         if (r < 0)
                 return r;
         r = type == 'i' ? sd_bus_get_property_trivial(c->bus, BUS_NAME, OBJECT_PATH, NATIVE_IFACE, name, &e, 'i',
@@ -477,7 +416,7 @@ static int get_property(pmqos_client *c, const char *name, char type, void *ret)
                         : sd_bus_get_property_trivial(c->bus, BUS_NAME, OBJECT_PATH, NATIVE_IFACE, name, &e, 'u',
                                                       (uint32_t *) ret);
         if (r < 0)
-                return map_error(c, &e, r);
+                return client_map_error(c, &e, r);
         set_last_error(c, NULL);
         return 0;
 }
@@ -505,203 +444,8 @@ static int append_floor(sd_bus_message *m, const void *data) {
 _public_ int pmqos_set_minimum_latency(pmqos_client *c, int32_t usec) {
         if (!c)
                 return -EINVAL;
-        int r = dispatch(c);
+        int r = client_dispatch(c);
         if (r < 0)
                 return r;
-        return call(c, QOS_IFACE, "SetMinimumLatency", NULL, append_floor, &usec);
-}
-
-_public_ void pmqos_request_info_free(pmqos_request_info *infos, size_t n) {
-        if (!infos)
-                return;
-        for (size_t i = 0; i < n; i++) {
-                free(infos[i].exec);
-                free(infos[i].reason);
-                free(infos[i].sender);
-                free(infos[i].cpus);
-        }
-        free(infos);
-}
-
-/* What a listing from the broker may hold at most: more is a broken or
- * hostile broker, refused rather than followed into memory. */
-#define LIST_ENTRIES_MAX 100000u
-#define LIST_CPUS_MAX 8192u /* the kernel's NR_CPUS ceiling (PMQOS_MAX_CPUS in store.h) */
-
-static const char *const info_keys[] = { "cookie", "type",    "value",      "uid",     "pid",  "exec",
-                                         "reason", "created", "persistent", "expires", "cpus", "sender" };
-
-static int read_info(sd_bus_message *m, pmqos_request_info *info) {
-        unsigned seen = 0;
-        int r;
-
-        r = sd_bus_message_enter_container(m, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
-                const char *key, *s;
-                r = sd_bus_message_read(m, "s", &key);
-                if (r < 0)
-                        return r;
-                for (unsigned i = 0; i < sizeof(info_keys) / sizeof(info_keys[0]); i++)
-                        if (strcmp(key, info_keys[i]) == 0) {
-                                if (seen & (1u << i))
-                                        return -EBADMSG; /* a key twice: the first value would leak */
-                                seen |= 1u << i;
-                        }
-                if (strcmp(key, "cookie") == 0)
-                        r = sd_bus_message_read(m, "v", "u", &info->cookie);
-                else if (strcmp(key, "value") == 0)
-                        r = sd_bus_message_read(m, "v", "i", &info->value);
-                else if (strcmp(key, "uid") == 0)
-                        r = sd_bus_message_read(m, "v", "u", &info->uid);
-                else if (strcmp(key, "pid") == 0)
-                        r = sd_bus_message_read(m, "v", "u", &info->pid);
-                else if (strcmp(key, "created") == 0)
-                        r = sd_bus_message_read(m, "v", "x", &info->created_usec);
-                else if (strcmp(key, "expires") == 0)
-                        r = sd_bus_message_read(m, "v", "x", &info->expires_usec);
-                else if (strcmp(key, "persistent") == 0) {
-                        int b = 0;
-                        r = sd_bus_message_read(m, "v", "b", &b);
-                        info->persistent = b;
-                } else if (strcmp(key, "exec") == 0 || strcmp(key, "reason") == 0 || strcmp(key, "sender") == 0) {
-                        r = sd_bus_message_read(m, "v", "s", &s);
-                        char **target = key[0] == 'e' ? &info->exec : key[0] == 'r' ? &info->reason : &info->sender;
-                        if (r >= 0 && !(*target = strdup(s)))
-                                r = -ENOMEM;
-                } else if (strcmp(key, "cpus") == 0) {
-                        const void *data = NULL;
-                        size_t size = 0;
-                        r = sd_bus_message_enter_container(m, 'v', "au");
-                        if (r >= 0)
-                                r = sd_bus_message_read_array(m, 'u', &data, &size);
-                        if (r >= 0 && size / sizeof(uint32_t) > LIST_CPUS_MAX)
-                                r = -EBADMSG;
-                        if (r >= 0 && size > 0) {
-                                info->cpus = malloc(size);
-                                if (!info->cpus)
-                                        r = -ENOMEM;
-                                else {
-                                        memcpy(info->cpus, data, size);
-                                        info->n_cpus = size / sizeof(uint32_t);
-                                }
-                        }
-                        if (r >= 0)
-                                r = sd_bus_message_exit_container(m);
-                } else
-                        r = sd_bus_message_skip(m, "v");
-                if (r < 0)
-                        return r;
-                r = sd_bus_message_exit_container(m);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        if (!(seen & 1u)) /* no cookie: not a request */
-                return -EBADMSG;
-        if (!info->exec)
-                info->exec = strdup("");
-        if (!info->reason)
-                info->reason = strdup("");
-        if (!info->sender)
-                info->sender = strdup("");
-        if (!info->exec || !info->reason || !info->sender)
-                return -ENOMEM;
-        return sd_bus_message_exit_container(m);
-}
-
-_public_ int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        pmqos_request_info *infos = NULL;
-        size_t n = 0, cap = 0;
-        int r;
-
-        if (!c || !ret || !ret_n)
-                return -EINVAL;
-        r = dispatch(c);
-        if (r < 0)
-                return r;
-        r = call(c, NATIVE_IFACE, "ListRequests", &reply, NULL, NULL);
-        if (r < 0)
-                return r;
-
-        r = sd_bus_message_enter_container(reply, 'a', "a{sv}");
-        while (r >= 0) {
-                r = sd_bus_message_at_end(reply, false);
-                if (r != 0)
-                        break;
-                if (n >= LIST_ENTRIES_MAX) {
-                        r = -E2BIG;
-                        break;
-                }
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 16;
-                        pmqos_request_info *p = realloc(infos, cap * sizeof(pmqos_request_info));
-                        if (!p) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        infos = p;
-                }
-                infos[n] = (pmqos_request_info){};
-                r = read_info(reply, &infos[n]);
-                n++;
-        }
-        if (r < 0) {
-                pmqos_request_info_free(infos, n);
-                return map_error(c, NULL, r);
-        }
-        *ret = infos;
-        *ret_n = n;
-        return 0;
-}
-
-_public_ int pmqos_client_set_event_callback(pmqos_client *c, pmqos_event_callback callback, void *userdata) {
-        int r;
-
-        if (!c)
-                return -EINVAL;
-        c->callback = callback;
-        c->userdata = userdata;
-        if (callback && !c->latency_slot) {
-                r = sd_bus_match_signal(c->bus, &c->latency_slot, BUS_NAME, OBJECT_PATH, QOS_IFACE, "LatencyChanged",
-                                        on_latency_changed, c);
-                if (r >= 0)
-                        r = sd_bus_match_signal(c->bus, &c->requests_slot, BUS_NAME, OBJECT_PATH, QOS_IFACE,
-                                                "RequestsChanged", on_requests_changed, c);
-                if (r < 0) {
-                        c->latency_slot = sd_bus_slot_unref(c->latency_slot);
-                        return map_error(c, NULL, r);
-                }
-        } else if (!callback) {
-                c->latency_slot = sd_bus_slot_unref(c->latency_slot);
-                c->requests_slot = sd_bus_slot_unref(c->requests_slot);
-        }
-        return 0;
-}
-
-_public_ int pmqos_client_get_fd(pmqos_client *c) {
-        return c ? sd_bus_get_fd(c->bus) : -EINVAL;
-}
-
-_public_ int pmqos_client_get_events(pmqos_client *c) {
-        return c ? sd_bus_get_events(c->bus) : -EINVAL;
-}
-
-_public_ int pmqos_client_process(pmqos_client *c) {
-        return c ? dispatch(c) : -EINVAL;
-}
-
-_public_ int pmqos_client_wait(pmqos_client *c, uint64_t timeout_usec) {
-        if (!c)
-                return -EINVAL;
-        int r = dispatch(c);
-        if (r < 0)
-                return r;
-        r = sd_bus_wait(c->bus, timeout_usec);
-        if (r < 0)
-                return map_error(c, NULL, r);
-        return dispatch(c);
+        return client_call(c, QOS_IFACE, "SetMinimumLatency", NULL, append_floor, &usec);
 }

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* What the files of libpmqos share: the client object and the helpers every
+ * call goes through. Not installed; nothing here is exported. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+
+#include "contract.h"
+#include "pmqos.h"
+
+#define _public_ __attribute__((visibility("default")))
+#define _cleanup_(f) __attribute__((cleanup(f)))
+
+#define BUS_NAME PMQOS_BUS_NAME
+#define OBJECT_PATH PMQOS_OBJECT_PATH
+#define NATIVE_IFACE PMQOS_NATIVE_INTERFACE
+#define QOS_IFACE PMQOS_QOS_INTERFACE
+
+/* pmqos.h is self-contained for users; it must say what the contract says. */
+/* NOLINTNEXTLINE(misc-redundant-expression): equal is the point */
+_Static_assert(PMQOS_LATENCY_MAX == PMQOS_CONTRACT_LATENCY_MAX, "pmqos.h and the contract disagree");
+/* NOLINTNEXTLINE(misc-redundant-expression) */
+_Static_assert(PMQOS_LATENCY_NONE == PMQOS_CONTRACT_LATENCY_NONE, "pmqos.h and the contract disagree");
+#define INTERACTIVE_TIMEOUT_USEC (5ull * 60 * 1000000) /* a person typing a password */
+
+/* A request made through this client, kept to issue it again after a restart. */
+typedef struct Entry Entry;
+struct Entry {
+        uint32_t cookie;        /* what the caller holds, forever */
+        uint32_t broker_cookie; /* what the current broker calls it */
+        int32_t value;
+        char *reason;
+        uint64_t deadline_usec; /* CLOCK_MONOTONIC, 0: none */
+        uint32_t *cpus;
+        size_t n_cpus;
+        bool persistent;
+        Entry *next;
+};
+
+struct pmqos_client {
+        sd_bus *bus;
+        char *last_error;
+        bool interactive;
+        bool broker_gone; /* between NameOwnerChanged "left" and "back" */
+        Entry *entries;
+        sd_bus_slot *owner_slot;
+        sd_bus_slot *latency_slot;
+        sd_bus_slot *requests_slot;
+        pmqos_event_callback callback;
+        void *userdata;
+};
+
+/* Records the broker's message for pmqos_client_last_error() and maps the
+ * error (or r) to a negative errno. */
+int client_map_error(pmqos_client *c, const sd_bus_error *e, int r);
+/* A method call on the broker's object; append adds the arguments. */
+int client_call(pmqos_client *c, const char *iface, const char *member, sd_bus_message **ret_reply,
+                int (*append)(sd_bus_message *m, const void *data), const void *data);
+/* Tells the application's callback, if it set one. */
+void client_emit(pmqos_client *c, pmqos_event event, int32_t usec);
+/* Handles what arrived (signals, a broker restart). */
+int client_dispatch(pmqos_client *c);

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* pmqos_list_requests(): ListRequests read into plain structs, refusing what
+ * pmqosd never sends, so that a process holding the broker's name cannot
+ * make the caller leak or grow without bound. */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libpmqos-internal.h"
+
+_public_ void pmqos_request_info_free(pmqos_request_info *infos, size_t n) {
+        if (!infos)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                free(infos[i].exec);
+                free(infos[i].reason);
+                free(infos[i].sender);
+                free(infos[i].cpus);
+        }
+        free(infos);
+}
+
+/* What a listing from the broker may hold at most: more is a broken or
+ * hostile broker, refused rather than followed into memory. */
+#define LIST_ENTRIES_MAX 100000u
+#define LIST_CPUS_MAX 8192u /* the kernel's NR_CPUS ceiling (PMQOS_MAX_CPUS in store.h) */
+
+static const char *const info_keys[] = { "cookie", "type",    "value",      "uid",     "pid",  "exec",
+                                         "reason", "created", "persistent", "expires", "cpus", "sender" };
+
+static int read_info(sd_bus_message *m, pmqos_request_info *info) {
+        unsigned seen = 0;
+        int r;
+
+        r = sd_bus_message_enter_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+                const char *key, *s;
+                r = sd_bus_message_read(m, "s", &key);
+                if (r < 0)
+                        return r;
+                for (unsigned i = 0; i < sizeof(info_keys) / sizeof(info_keys[0]); i++)
+                        if (strcmp(key, info_keys[i]) == 0) {
+                                if (seen & (1u << i))
+                                        return -EBADMSG; /* a key twice: the first value would leak */
+                                seen |= 1u << i;
+                        }
+                if (strcmp(key, "cookie") == 0)
+                        r = sd_bus_message_read(m, "v", "u", &info->cookie);
+                else if (strcmp(key, "value") == 0)
+                        r = sd_bus_message_read(m, "v", "i", &info->value);
+                else if (strcmp(key, "uid") == 0)
+                        r = sd_bus_message_read(m, "v", "u", &info->uid);
+                else if (strcmp(key, "pid") == 0)
+                        r = sd_bus_message_read(m, "v", "u", &info->pid);
+                else if (strcmp(key, "created") == 0)
+                        r = sd_bus_message_read(m, "v", "x", &info->created_usec);
+                else if (strcmp(key, "expires") == 0)
+                        r = sd_bus_message_read(m, "v", "x", &info->expires_usec);
+                else if (strcmp(key, "persistent") == 0) {
+                        int b = 0;
+                        r = sd_bus_message_read(m, "v", "b", &b);
+                        info->persistent = b;
+                } else if (strcmp(key, "exec") == 0 || strcmp(key, "reason") == 0 || strcmp(key, "sender") == 0) {
+                        r = sd_bus_message_read(m, "v", "s", &s);
+                        char **target = key[0] == 'e' ? &info->exec : key[0] == 'r' ? &info->reason : &info->sender;
+                        if (r >= 0 && !(*target = strdup(s)))
+                                r = -ENOMEM;
+                } else if (strcmp(key, "cpus") == 0) {
+                        const void *data = NULL;
+                        size_t size = 0;
+                        r = sd_bus_message_enter_container(m, 'v', "au");
+                        if (r >= 0)
+                                r = sd_bus_message_read_array(m, 'u', &data, &size);
+                        if (r >= 0 && size / sizeof(uint32_t) > LIST_CPUS_MAX)
+                                r = -EBADMSG;
+                        if (r >= 0 && size > 0) {
+                                info->cpus = malloc(size);
+                                if (!info->cpus)
+                                        r = -ENOMEM;
+                                else {
+                                        memcpy(info->cpus, data, size);
+                                        info->n_cpus = size / sizeof(uint32_t);
+                                }
+                        }
+                        if (r >= 0)
+                                r = sd_bus_message_exit_container(m);
+                } else
+                        r = sd_bus_message_skip(m, "v");
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_exit_container(m);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        if (!(seen & 1u)) /* no cookie: not a request */
+                return -EBADMSG;
+        if (!info->exec)
+                info->exec = strdup("");
+        if (!info->reason)
+                info->reason = strdup("");
+        if (!info->sender)
+                info->sender = strdup("");
+        if (!info->exec || !info->reason || !info->sender)
+                return -ENOMEM;
+        return sd_bus_message_exit_container(m);
+}
+
+_public_ int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        pmqos_request_info *infos = NULL;
+        size_t n = 0, cap = 0;
+        int r;
+
+        if (!c || !ret || !ret_n)
+                return -EINVAL;
+        r = client_dispatch(c);
+        if (r < 0)
+                return r;
+        r = client_call(c, NATIVE_IFACE, "ListRequests", &reply, NULL, NULL);
+        if (r < 0)
+                return r;
+
+        r = sd_bus_message_enter_container(reply, 'a', "a{sv}");
+        while (r >= 0) {
+                r = sd_bus_message_at_end(reply, false);
+                if (r != 0)
+                        break;
+                if (n >= LIST_ENTRIES_MAX) {
+                        r = -E2BIG;
+                        break;
+                }
+                if (n == cap) {
+                        cap = cap ? cap * 2 : 16;
+                        pmqos_request_info *p = realloc(infos, cap * sizeof(pmqos_request_info));
+                        if (!p) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        infos = p;
+                }
+                infos[n] = (pmqos_request_info){};
+                r = read_info(reply, &infos[n]);
+                n++;
+        }
+        if (r < 0) {
+                pmqos_request_info_free(infos, n);
+                return client_map_error(c, NULL, r);
+        }
+        *ret = infos;
+        *ret_n = n;
+        return 0;
+}
