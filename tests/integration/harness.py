@@ -209,7 +209,7 @@ class Kernel:
 
 
 class Daemon:
-    def __init__(self, bus, kernel, args=(), state_dir=None, env=None):
+    def __init__(self, bus, kernel, args=(), state_dir=None, env=None, device=None):
         self.bus = bus
         # A state directory of our own lives inside the bus's temp dir, removed with it.
         self.state_dir = state_dir or os.path.join(bus.dir, "state-%d" % time.monotonic_ns())
@@ -218,7 +218,7 @@ class Daemon:
         # PMQOSD_WRAPPER runs the daemon under a checker, e.g. valgrind (see .ci/run).
         wrapper = shlex.split(os.environ.get("PMQOSD_WRAPPER", ""))
         self.proc = subprocess.Popen(
-            [*wrapper, PMQOSD, "--device", kernel.path, "--state-dir", self.state_dir, "--verbose", *args],
+            [*wrapper, PMQOSD, "--device", device or kernel.path, "--state-dir", self.state_dir, "--verbose", *args],
             env=dict(bus.env, **(env or {})),
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -530,12 +530,13 @@ class BrokerTestCase(unittest.TestCase):
 
     daemon_args = ()
     with_polkit = False
+    kernel_class = None  # the device to run on: Kernel() (the real one, or a stand-in) unless a test says
 
     def setUp(self):
         # Cleanups run even when setUp fails half-way, so no bus or daemon leaks.
         self.clients = []
         self.peers = []
-        self.kernel = Kernel()
+        self.kernel = (self.kernel_class or Kernel)()
         self.addCleanup(self._release_kernel)
         self.bus = PrivateBus(with_polkit=self.with_polkit)
         self.addCleanup(lambda: self.bus.stop())
@@ -548,13 +549,14 @@ class BrokerTestCase(unittest.TestCase):
         self.addCleanup(self._stop_daemon)
         self.addCleanup(self._close_clients)
 
-    def start_daemon(self, args=None, env=None, state_dir=None):
-        """The daemon this test needs (the class's daemon_args by default),
-        in place of the one running, which is stopped first if it still runs."""
+    def start_daemon(self, args=None, env=None, state_dir=None, device=None):
+        """The daemon this test needs (the class's daemon_args by default, on
+        the test's kernel device unless device says otherwise), in place of the
+        one running, which is stopped first if it still runs."""
         if getattr(self, "daemon", None) is not None:
             self.daemon.stop()
         self.daemon = Daemon(self.bus, self.kernel, self.daemon_args if args is None else args, state_dir=state_dir,
-                             env=env)
+                             env=env, device=device)
         return self.daemon
 
     def assert_eventually(self, predicate, timeout=5.0, what="condition"):

@@ -52,15 +52,7 @@ class FailingDevice:
 
 
 class TestFailingDevice(BrokerTestCase):
-    def setUp(self):
-        self.clients, self.peers = [], []
-        self.kernel = FailingDevice()
-        self.bus = PrivateBus()
-        self.addCleanup(self.bus.stop)
-        self.polkit = None
-        self.start_daemon(())
-        self.addCleanup(self._stop_daemon)
-        self.addCleanup(self._close_clients)
+    kernel_class = FailingDevice
 
     def test_write_failure_is_reported_and_undone(self):
         c = self.client()
