@@ -30,11 +30,28 @@ int core_init(Core *c, const CoreConfig *config) {
                 log_error("Cannot set up: %s", strerror(ENOMEM));
                 return -ENOMEM;
         }
-        r = sink_open(&c->sink, config->device);
-        if (r < 0) {
-                log_error("Cannot open %s: %s", config->device, strerror(-r));
-                return r;
+        /* A restart under a service manager that kept our descriptor: the
+         * kernel still holds the previous run's bound, and keeps it. */
+        if (config->have_device_fd) {
+                r = sink_adopt(&c->sink, config->device, config->device_fd);
+                if (r == -ENOMEM) {
+                        log_error("Cannot set up: %s", strerror(ENOMEM));
+                        return r;
+                }
+                c->device_adopted = r >= 0;
+                if (r < 0)
+                        log_warning("The descriptor the service manager kept is not %s open for writing; opening it "
+                                    "anew.",
+                                    config->device);
         }
+        if (!c->device_adopted) {
+                r = sink_open(&c->sink, config->device);
+                if (r < 0) {
+                        log_error("Cannot open %s: %s", config->device, strerror(-r));
+                        return r;
+                }
+        }
+        (void) runtime_record_init(&c->record, config->runtime_dir, config->state_owner); /* logs; not fatal */
         return 0;
 }
 
@@ -48,6 +65,8 @@ void core_done(Core *c) {
         if ((c->state_dirty || c->originals_dirty) && c->state_dir)
                 (void) core_save(c);
         store_done(&c->store);
+        runtime_data_done(&c->adoptable);
+        runtime_record_done(&c->record);
         sink_close(&c->sink);
         cpu_sink_done(&c->cpus);
         free(c->state_dir);
@@ -104,6 +123,19 @@ static int commit_cpus(Core *c) {
                 if (target < 0)
                         c->originals_dirty = true; /* an original went back and is forgotten */
         }
+
+        /* CPUs taken over from the previous run that no request names now. */
+        for (size_t i = 0; i < c->cpus.n_originals;) {
+                uint32_t cpu = c->cpus.originals[i].cpu;
+                if (cpu < c->store.n_cpu_heaps) {
+                        i++;
+                        continue;
+                }
+                r = cpu_sink_write(&c->cpus, cpu, PMQOS_LATENCY_NONE); /* forgets originals[i] */
+                if (r < 0)
+                        return r;
+                c->originals_dirty = true;
+        }
         return 0;
 }
 
@@ -147,6 +179,14 @@ static void changed(const Core *c, const Before *b, bool requests, ChangeSet *ch
                                 .floor = core_floor(c) != b->floor };
 }
 
+/* The runtime record follows every request that is not persistent: lines
+ * of one transaction, one write. */
+static void record(Core *c, TextBuffer *lines, size_t n_lines, long live_delta) {
+        runtime_record_append(&c->record, lines, n_lines, live_delta, &c->store);
+        free(lines->data);
+        *lines = (TextBuffer){};
+}
+
 /* The kernel refused: the caller put the store back; bring the kernel back too. */
 static int undo(Core *c, const Before *b, int error, ChangeSet *changes) {
         c->state_dirty = b->state_dirty;
@@ -174,6 +214,11 @@ int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes) {
                 store_remove(&c->store, r);
                 return undo(c, &b, k, changes);
         }
+        if (!r->persistent) {
+                TextBuffer lines = {};
+                runtime_format_add(&lines, r);
+                record(c, &lines, 1, 1);
+        }
         changed(c, &b, true, changes);
         return 0;
 }
@@ -198,6 +243,11 @@ int core_update(Core *c, Request *r, int32_t value, ChangeSet *changes) {
                 (void) store_update(&c->store, r, old); /* room was reserved for old: cannot fail */
                 return undo(c, &b, k, changes);
         }
+        if (!r->persistent) {
+                TextBuffer lines = {};
+                runtime_format_value(&lines, r->cookie, value);
+                record(c, &lines, 1, 0);
+        }
         changed(c, &b, true, changes);
         return 0;
 }
@@ -206,6 +256,7 @@ int core_cancel(Core *c, Request *r, ChangeSet *changes) {
         Before b = before(c);
         int32_t old = r->value;
         bool persistent = r->persistent;
+        uint32_t cookie = r->cookie;
 
         /* Out of the heaps first, so that a failed write can put it back as it was. */
         int k = store_update(&c->store, r, PMQOS_LATENCY_NONE);
@@ -219,6 +270,10 @@ int core_cancel(Core *c, Request *r, ChangeSet *changes) {
         if (persistent) {
                 c->state_dirty = true;
                 (void) core_save(c);
+        } else {
+                TextBuffer lines = {};
+                runtime_format_remove(&lines, cookie);
+                record(c, &lines, 1, -1);
         }
         changed(c, &b, true, changes);
         return 0;
@@ -252,14 +307,31 @@ int core_set_default_floor(Core *c, int32_t default_floor, ChangeSet *changes) {
 
 int core_drop_owner(Core *c, RequestOwner *owner, ChangeSet *changes) {
         Before b = before(c);
+        TextBuffer lines = {};
+        size_t n_lines = 0;
+        long delta = 0;
+
+        for (Request *r = owner->head; r; r = r->owner_next) {
+                if (r->persistent)
+                        continue;
+                if (request_dies_with_owner(r)) {
+                        runtime_format_remove(&lines, r->cookie);
+                        delta--;
+                } else
+                        runtime_format_detach(&lines, r->cookie);
+                n_lines++;
+        }
         unsigned n = store_drop_owner(&c->store, owner);
         int k = n > 0 ? commit(c) : 0;
+        record(c, &lines, n_lines, delta); /* the store changed, whatever the kernel said */
         changed(c, &b, n > 0, changes);
         return k;
 }
 
 int core_expire(Core *c, int64_t now, ChangeSet *changes) {
         Before b = before(c);
+        TextBuffer lines = {};
+        size_t n_lines = 0;
         Request *r;
         unsigned n = 0;
 
@@ -267,10 +339,15 @@ int core_expire(Core *c, int64_t now, ChangeSet *changes) {
                 log_debug("Request %" PRIu32 " reached its deadline.", r->cookie);
                 if (r->persistent)
                         c->state_dirty = true;
+                else {
+                        runtime_format_remove(&lines, r->cookie);
+                        n_lines++;
+                }
                 store_remove(&c->store, r);
                 n++;
         }
         int k = commit(c);
+        record(c, &lines, n_lines, -(long) n_lines);
         changed(c, &b, n > 0, changes);
         return k;
 }
@@ -308,14 +385,16 @@ int core_load(Core *c, int64_t now) {
                 return r;
         }
 
-        /* Originals in the file mean the last run died while constraining CPUs. */
+        /* Originals in the file: the last run died, or restarted, while
+         * constraining CPUs. They are taken over without a write; the commit
+         * in core_start() gives back only what no request needs now. */
         if (d.n_originals > 0) {
-                r = cpu_sink_restore_originals(&c->cpus, d.originals, d.n_originals);
-                if (r < 0)
-                        log_error("Cannot restore CPU latency values left by the previous run: %s", strerror(-r));
-                else
-                        log_info("Restored the per-CPU latency values of %zu CPU(s) left by the previous run.",
-                                 d.n_originals);
+                r = cpu_sink_adopt_originals(&c->cpus, d.originals, d.n_originals);
+                if (r < 0) {
+                        log_error("Cannot take over the per-CPU latency values of the previous run: %s", strerror(-r));
+                        state_data_done(&d);
+                        return r;
+                }
                 c->originals_dirty = true;
         }
 
@@ -334,14 +413,58 @@ int core_load(Core *c, int64_t now) {
                 n_loaded++;
         }
         state_data_done(&d);
-
-        r = commit(c);
-        if (r < 0) {
-                log_error("Cannot apply the saved latency requests: %s", strerror(-r));
-                return r;
-        }
         if (n_loaded > 0 || core_floor(c) >= 0)
                 log_info("Loaded %zu persistent request(s) and floor %d from %s.", n_loaded, (int) core_floor(c),
                          c->state_dir);
+        return runtime_record_load(&c->record, &c->adoptable);
+}
+
+int core_start(Core *c, const char *bus_id, RequestOwner *const *owners, int64_t now, ChangeSet *changes) {
+        RuntimeData *d = &c->adoptable;
+        int32_t previous_min = store_min(&c->store);
+        size_t n_adopted = 0, n_ownerless = 0, n_detached = 0, n_dropped = 0;
+        int r;
+
+        for (size_t i = 0; i < d->n_entries; i++) {
+                Request *req = d->entries[i].request;
+                RequestOwner *owner = owners ? owners[i] : NULL;
+
+                /* What the previous run asked of the kernel, to say whether this one asks the same. */
+                if (req->n_cpus == 0 && req->value >= 0 && (previous_min < 0 || req->value < previous_min))
+                        previous_min = req->value;
+                bool expired = req->expires_usec > 0 && req->expires_usec <= now;
+                if (expired || (!owner && req->expires_usec == 0) || store_get(&c->store, req->cookie)) {
+                        n_dropped++;
+                        continue;
+                }
+                mark_if_cpus_gone(c, req);
+                if (store_add(&c->store, req, owner) < 0) {
+                        n_dropped++;
+                        continue;
+                }
+                d->entries[i].request = NULL;
+                n_adopted++;
+                if (!owner)
+                        n_ownerless++;
+                if (!owner && d->entries[i].sender[0])
+                        n_detached++; /* a timed request whose owner left while we were down */
+        }
+        runtime_data_done(d);
+
+        r = commit(c);
+        if (r < 0) {
+                log_error("Cannot apply the loaded latency requests: %s", strerror(-r));
+                *changes = (ChangeSet){};
+                return r;
+        }
+        if (bus_id)
+                (void) runtime_record_start(&c->record, bus_id, &c->store); /* logs */
+        if (n_adopted + n_dropped > 0)
+                log_info("Re-adopted %zu request(s) of the previous run (%zu timed ones without an owner on the bus); "
+                         "%zu ended with their owner or deadline while pmqosd was down.",
+                         n_adopted, n_ownerless, n_dropped);
+        *changes = (ChangeSet){ .latency = c->effective != effective_latency(previous_min, core_floor(c)),
+                                .requests = n_dropped + n_detached > 0,
+                                .count = n_dropped > 0 };
         return 0;
 }

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "cpu-sink.h"
+#include "runtime-record.h"
 #include "sink.h"
 #include "store.h"
 
@@ -17,7 +18,10 @@ typedef struct CoreConfig {
         const char *device;
         const char *state_dir;
         const char *sysfs_root;
+        const char *runtime_dir; /* the runtime record's directory; NULL or "": none */
         uid_t state_owner; /* who may own an existing state directory besides us: the --user */
+        bool have_device_fd; /* device_fd is the device, kept for us by the service manager */
+        int device_fd;
         int32_t default_floor;
         uint64_t seed; /* for cookies */
 } CoreConfig;
@@ -36,6 +40,9 @@ typedef struct Core {
         CpuSink cpus;
         char *state_dir;
         uid_t state_owner;
+        RuntimeRecord record;
+        RuntimeData adoptable; /* what the previous run recorded, until core_start() */
+        bool device_adopted;   /* the device descriptor came from the service manager */
         int32_t admin_floor;   /* set over the bus, persisted; PMQOS_LATENCY_NONE if unset */
         int32_t default_floor; /* from the configuration; PMQOS_LATENCY_NONE if unset */
         int32_t effective;     /* what the device was last given, as the API reports it */
@@ -44,16 +51,28 @@ typedef struct Core {
                                 * save needs no fsync of the directory */
 } Core;
 
-/* Opens the device and every CPU's file (this needs root). Logs why on
- * failure; core_done() applies either way. */
+/* Opens the device (or takes the one the service manager kept) and every
+ * CPU's file (this needs root). Logs why on failure; core_done() applies
+ * either way. */
 int core_init(Core *c, const CoreConfig *config);
 /* Gives every CPU back what it had and saves what is unsaved; the device
  * request goes with its descriptor. */
 void core_done(Core *c);
 
-/* Restores what a crashed run left on CPUs, loads persistent requests and
- * the floor, and brings the kernel to them. Logs why on failure. */
+/* Loads persistent requests and the floor, takes over what the previous run
+ * left on CPUs, and reads its runtime record into c->adoptable; the kernel
+ * is not touched yet. Logs why on failure. */
 int core_load(Core *c, int64_t now);
+
+/* The bus front checked c->adoptable: owners[i] is the live owner of
+ * c->adoptable.entries[i] (same bus, same name, uid and pid), or NULL.
+ * Requests with an owner are adopted as they were; timed ones without an
+ * owner stay, detached; the others are dropped. Then the kernel is brought
+ * to all of it (one write at most to the device, and only the CPUs that
+ * differ) and a new runtime record begins for bus_id. owners may be NULL
+ * (nothing to adopt). *changes says what differs from what the previous
+ * run had. */
+int core_start(Core *c, const char *bus_id, RequestOwner *const *owners, int64_t now, ChangeSet *changes);
 
 /* The floor in force: the administrator's, else the configured default. */
 static inline int32_t core_floor(const Core *c) {

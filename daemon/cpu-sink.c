@@ -209,15 +209,31 @@ int32_t cpu_sink_written(const CpuSink *s, uint32_t cpu) {
         return o ? o->written : PMQOS_LATENCY_NONE;
 }
 
-int cpu_sink_restore_originals(CpuSink *s, const CpuOriginal *originals, size_t n) {
-        int ret = 0;
+/* What a file holds, as a bound we could have written ("n/a" is 0 µs, "0" no bound). */
+static int32_t parse_written(const char *text) {
+        char *end;
+        if (strcmp(text, "n/a") == 0)
+                return 0;
+        errno = 0;
+        long v = strtol(text, &end, 10);
+        if (errno || end == text || *end || v <= 0 || v > PMQOS_LATENCY_MAX_US)
+                return CPU_WRITTEN_UNKNOWN;
+        return (int32_t) v;
+}
+
+int cpu_sink_adopt_originals(CpuSink *s, const CpuOriginal *originals, size_t n) {
+        char now[64];
 
         for (size_t i = 0; i < n; i++) {
-                int r = write_value(s, originals[i].cpu, originals[i].value);
-                if (r < 0 && r != -ENOENT && ret == 0)
-                        ret = r; /* a CPU that is gone has nothing to restore */
+                uint32_t cpu = originals[i].cpu;
+                if (find(s, cpu) || read_value(s, cpu, now, sizeof(now)) < 0)
+                        continue; /* a CPU that is gone has nothing to give back */
+                int r = add_original(s, cpu, originals[i].value);
+                if (r < 0)
+                        return r;
+                s->originals[s->n_originals - 1].written = parse_written(now);
         }
-        return ret;
+        return 0;
 }
 
 int cpu_sink_restore_all(CpuSink *s) {

@@ -9,6 +9,9 @@
 
 #include "state-format.h"
 
+/* A value no write can have produced: the next write happens whatever it is. */
+#define CPU_WRITTEN_UNKNOWN INT32_MIN
+
 typedef struct CpuSink {
         char *sysfs_root;
         int *fds; /* per CPU number: its pm_qos_resume_latency_us, opened at start, or -1 */
@@ -38,7 +41,11 @@ int cpu_sink_write(CpuSink *s, uint32_t cpu, int32_t usec);
 /* The bound we last wrote, or PMQOS_LATENCY_NONE. */
 int32_t cpu_sink_written(const CpuSink *s, uint32_t cpu);
 
-/* Takes over originals left by a previous run (after a crash) and restores them. */
-int cpu_sink_restore_originals(CpuSink *s, const CpuOriginal *originals, size_t n);
+/* Takes over originals left by a previous run (a crash, or a restart whose
+ * requests are re-adopted) without writing anything: the CPUs count as
+ * constrained, with what their files hold now as the last value written,
+ * so that the next commit writes only the CPUs whose bound differs and
+ * gives back the others. CPUs that are gone are skipped. */
+int cpu_sink_adopt_originals(CpuSink *s, const CpuOriginal *originals, size_t n);
 /* Restores every CPU we constrain. Returns the first error, having tried all. */
 int cpu_sink_restore_all(CpuSink *s);

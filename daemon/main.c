@@ -24,6 +24,9 @@
 
 #define DEFAULT_DEVICE "/dev/cpu_dma_latency"
 #define DEFAULT_STATE_DIR "/var/lib/pmqos"
+#define DEFAULT_RUNTIME_DIR "/run/pmqos"
+/* The name of the device's descriptor in the service manager's store. */
+#define DEVICE_FDNAME "cpu_dma_latency"
 
 #define DEFAULT_SYSFS_ROOT "/sys"
 
@@ -43,6 +46,8 @@ static void help(void) {
                "  --device PATH     the latency device (default %s)\n"
                "  --config PATH     configuration file (default %s)\n"
                "  --state-dir DIR   where persistent state lives (default %s)\n"
+               "  --runtime-dir DIR where the record of connection-bound requests lives, for\n"
+               "                    restarts (default $RUNTIME_DIRECTORY or %s; \"\" for none)\n"
                "  --sysfs-root DIR  where per-CPU latency files are found (default %s,\n"
                "                    or $PMQOS_SYSFS_ROOT)\n"
                "  --max-timeout SECONDS\n"
@@ -58,7 +63,8 @@ static void help(void) {
                "  --verbose         log every request\n"
                "  --version         print the version and exit\n"
                "  --help            print this help and exit\n",
-               PMQOS_BUS_NAME, DEFAULT_DEVICE, PMQOS_DEFAULT_CONFIG, DEFAULT_STATE_DIR, DEFAULT_SYSFS_ROOT,
+               PMQOS_BUS_NAME, DEFAULT_DEVICE, PMQOS_DEFAULT_CONFIG, DEFAULT_STATE_DIR, DEFAULT_RUNTIME_DIR,
+               DEFAULT_SYSFS_ROOT,
                LIMITS_DEFAULT.max_timeout_sec, LIMITS_DEFAULT.max_per_connection, LIMITS_DEFAULT.max_per_uid);
 }
 
@@ -76,11 +82,14 @@ static int parse_limit(const char *s, unsigned *ret) {
 
 static void options_default(Options *o) {
         const char *env_root = getenv("PMQOS_SYSFS_ROOT");
+        const char *env_runtime = getenv("RUNTIME_DIRECTORY"); /* the unit's RuntimeDirectory= */
         *o = (Options) {
                 .config = {
                         .core = {
                                 .device = DEFAULT_DEVICE,
                                 .state_dir = DEFAULT_STATE_DIR,
+                                .runtime_dir = env_runtime && *env_runtime ? env_runtime : DEFAULT_RUNTIME_DIR,
+                                .device_fd = -1,
                                 .sysfs_root = env_root && *env_root ? env_root : DEFAULT_SYSFS_ROOT,
                                 .default_floor = PMQOS_LATENCY_NONE,
                         },
@@ -107,6 +116,7 @@ static int parse_argv(int argc, char *argv[], Options *o) {
         enum {
                 ARG_DEVICE = 0x100,
                 ARG_STATE_DIR,
+                ARG_RUNTIME_DIR,
                 ARG_CONFIG,
                 ARG_UPOWER_NAME,
                 ARG_USER,
@@ -121,6 +131,7 @@ static int parse_argv(int argc, char *argv[], Options *o) {
         static const struct option options[] = {
                 { "device", required_argument, NULL, ARG_DEVICE },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "runtime-dir", required_argument, NULL, ARG_RUNTIME_DIR },
                 { "config", required_argument, NULL, ARG_CONFIG },
                 { "upower-name", no_argument, NULL, ARG_UPOWER_NAME },
                 { "user", required_argument, NULL, ARG_USER },
@@ -144,6 +155,9 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 case ARG_STATE_DIR:
                         o->config.core.state_dir = optarg;
                         o->cli_set |= CONFIG_SET_STATE_DIR;
+                        break;
+                case ARG_RUNTIME_DIR:
+                        o->config.core.runtime_dir = optarg;
                         break;
                 case ARG_USER:
                         o->user = optarg;
@@ -281,11 +295,17 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
 /* Becomes user: no root, no capabilities (not even in the bounding set), no
  * way back. The state directory is handed over first, through descriptors,
  * so persistence goes on. */
-static int drop_privileges(const struct passwd *pw, const char *state_dir) {
+static int drop_privileges(const struct passwd *pw, const char *state_dir, RuntimeRecord *record) {
         int r = state_hand_over(state_dir, pw->pw_uid, pw->pw_gid);
         if (r < 0) {
                 log_error("Cannot hand %s to user %s: %s", state_dir, pw->pw_name,
                           r == -EMLINK ? "its state file is not a plain file with one link" : strerror(-r));
+                return r;
+        }
+        r = runtime_record_hand_over(record, pw->pw_uid, pw->pw_gid);
+        if (r < 0) {
+                log_error("Cannot hand %s to user %s: %s", record->dir, pw->pw_name,
+                          r == -EMLINK ? "its record is not a plain file with one link" : strerror(-r));
                 return r;
         }
         /* Needs CAP_SETPCAP; where it is missing the uid change below still
@@ -320,7 +340,7 @@ static int on_bus_disconnected(sd_bus_message *message, void *userdata, sd_bus_e
 
 /* The bus, wired in one place: departures watched first (so that no
  * client's departure can be missed), then the objects, then the names. */
-static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **ret) {
+static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **ret, ChangeSet *ret_changes) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         static const char *const qos_paths[] = { PMQOS_OBJECT_PATH, PMQOS_UPOWER_POLICY_PATH };
         int r;
@@ -340,6 +360,10 @@ static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **r
                 log_error("Cannot watch the bus: %s", strerror(-r));
                 return r;
         }
+        /* Departures are watched: the previous run's owners can be checked, and the kernel set. */
+        r = manager_start(m, ret_changes);
+        if (r < 0)
+                return r; /* said why */
 
         for (size_t i = 0; i < ELEMENTSOF(qos_paths) && r >= 0; i++)
                 r = sd_bus_add_object_vtable(bus, NULL, qos_paths[i], PMQOS_QOS_INTERFACE, bus_upower_vtable, m);
@@ -370,6 +394,54 @@ static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **r
         }
         *ret = TAKE_PTR(bus);
         return 0;
+}
+
+/* A restart under systemd: the device's descriptor comes back from the
+ * store (LISTEN_FDS, named DEVICE_FDNAME); anything else passed is closed. */
+static void take_stored_fds(CoreConfig *core) {
+        char **names = NULL;
+        int n = sd_listen_fds_with_names(true, &names);
+
+        for (int i = 0; i < n; i++) {
+                int fd = SD_LISTEN_FDS_START + i;
+                if (!core->have_device_fd && names && names[i] && strcmp(names[i], DEVICE_FDNAME) == 0) {
+                        core->have_device_fd = true;
+                        core->device_fd = fd;
+                } else {
+                        log_warning("Closing descriptor %d (\"%s\") passed by the service manager: not ours.", fd,
+                                    names && names[i] ? names[i] : "");
+                        close(fd);
+                }
+        }
+        if (names)
+                for (char **p = names; *p; p++)
+                        free(*p);
+        free(names);
+}
+
+/* The service manager keeps a copy of the device's descriptor, so that the
+ * kernel keeps our bound while we restart; a stop releases it. */
+static void store_device_fd(Manager *m, const CoreConfig *core) {
+        bool notify = getenv("NOTIFY_SOCKET") != NULL;
+
+        if (core->have_device_fd && !m->core.device_adopted) {
+                /* What the store held was not the device: replace it. */
+                close(core->device_fd);
+                if (notify)
+                        (void) sd_notify(false, "FDSTOREREMOVE=1\nFDNAME=" DEVICE_FDNAME);
+        }
+        if (m->core.device_adopted) {
+                log_info("Took %s back from the service manager; its bound held through the restart.", core->device);
+                return;
+        }
+        if (!notify)
+                return;
+        int fd = m->core.sink.fd;
+        int r = sd_pid_notify_with_fds(0, false, "FDSTORE=1\nFDNAME=" DEVICE_FDNAME, &fd, 1);
+        if (r <= 0)
+                log_warning("Cannot hand %s to the service manager's descriptor store (%s): a restart will drop its "
+                            "bound for a moment. Is FileDescriptorStoreMax= set?",
+                            core->device, r < 0 ? strerror(-r) : "not supported");
 }
 
 static int run(int argc, char *argv[]) {
@@ -422,17 +494,22 @@ static int run(int argc, char *argv[]) {
 
         /* Everything that needs root first: the device, the per-CPU files, the
          * state, whose bounds the kernel gets before any client can ask. */
+        take_stored_fds(&o.config.core);
         r = manager_new(&m, event, &o.config);
         if (r < 0)
                 return 1; /* manager_new said why */
+        store_device_fd(m, &o.config.core);
 
         /* Then, optionally, nothing of root at all; the bus sees who we really are. */
-        if (o.user && drop_privileges(&user, o.config.core.state_dir) < 0)
+        if (o.user && drop_privileges(&user, o.config.core.state_dir, &m->core.record) < 0)
                 return 1;
 
-        r = connect_bus(m, event, o.upower_name, &bus);
+        ChangeSet startup;
+        r = connect_bus(m, event, o.upower_name, &bus, &startup);
         if (r < 0)
                 return 1; /* connect_bus said why */
+        /* What differs from the previous run, now that subscribers can hear it. */
+        manager_publish(m, &startup);
 
         ReloadContext reload = { .options = &o, .manager = m };
         (void) sd_event_add_signal(event, NULL, SIGHUP, on_sighup, &reload);

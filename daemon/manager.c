@@ -30,7 +30,7 @@ int64_t now_realtime_usec(void) {
         return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void arm_expiry(Manager *m) {
+void manager_arm_expiry(Manager *m) {
         int64_t next = core_next_deadline(&m->core);
         if (next <= 0) {
                 (void) sd_event_source_set_enabled(m->expiry_source, SD_EVENT_OFF);
@@ -85,7 +85,7 @@ static int emit_properties(Manager *m, const ChangeSet *changes) {
 
 void manager_publish(Manager *m, const ChangeSet *changes) {
         if (changes->requests)
-                arm_expiry(m);
+                manager_arm_expiry(m);
         if (!m->bus)
                 return;
         int r = emit_compat(m, changes);
@@ -105,7 +105,7 @@ static int on_expiry(sd_event_source *s, uint64_t usec, void *userdata) {
         if (r < 0)
                 log_error("Cannot lift expired requests: %s", strerror(-r));
         manager_publish(m, &changes);
-        arm_expiry(m);
+        manager_arm_expiry(m);
         return 0;
 }
 
@@ -154,13 +154,13 @@ int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config) {
         }
         calls_init(&m->calls, &m->clients, m->auth, &m->limits);
 
-        /* The kernel gets the saved bounds before any client can ask. */
+        /* The kernel gets the loaded bounds in manager_start(), once the
+         * previous run's owners are known: one write, no gap between. */
         r = core_load(&m->core, now_realtime_usec());
         if (r < 0) {
                 manager_free(m);
                 return r;
         }
-        arm_expiry(m);
         *ret = m;
         return 0;
 }

@@ -33,7 +33,8 @@ typedef struct Manager {
         bool notify;                    /* run by a service manager that wants STATUS= */
 } Manager;
 
-/* Opens the device and the per-CPU files and loads the state: before the bus. */
+/* Opens the device and the per-CPU files and loads the state and the
+ * runtime record: before the bus. The kernel is left as it is. */
 int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config);
 Manager *manager_free(Manager *m);
 static inline void manager_freep(Manager **m) {
@@ -43,10 +44,19 @@ static inline void manager_freep(Manager **m) {
 /* The bus is connected: departures are watched on it from now on. */
 int manager_attach_bus(Manager *m, sd_bus *bus);
 
+/* After manager_attach_bus(), before the name is taken: re-adopts the
+ * previous run's requests whose owners are still on this bus (adopt.c),
+ * brings the kernel to everything loaded, and starts the runtime record.
+ * *ret_changes is for manager_publish() once the name is ours. */
+int manager_start(Manager *m, ChangeSet *ret_changes);
+
 /* What a transaction changed, made known: LatencyChanged and RequestsChanged
  * at both object paths, PropertiesChanged, STATUS=; and the deadline timer
  * follows the requests. The only function that emits signals. */
 void manager_publish(Manager *m, const ChangeSet *changes);
+
+/* The one deadline timer, armed for the earliest timed request. */
+void manager_arm_expiry(Manager *m);
 
 /* Tells the service manager what holds now (STATUS=). */
 void manager_notify_status(Manager *m);

@@ -38,6 +38,26 @@ int sink_open(Sink *s, const char *path) {
         return 0;
 }
 
+int sink_adopt(Sink *s, const char *path, int fd) {
+        struct stat a, b;
+
+        *s = (Sink) SINK_INIT;
+        if (fstat(fd, &a) < 0 || stat(path, &b) < 0)
+                return -EBADF;
+        bool same = S_ISCHR(a.st_mode) ? S_ISCHR(b.st_mode) && a.st_rdev == b.st_rdev
+                                       : S_ISREG(a.st_mode) && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+        int flags = fcntl(fd, F_GETFL);
+        if (!same || flags < 0 || (flags & O_ACCMODE) != O_RDWR)
+                return -EBADF;
+        s->path = strdup(path);
+        if (!s->path)
+                return -ENOMEM;
+        (void) fcntl(fd, F_SETFD, FD_CLOEXEC);
+        s->fd = fd;
+        s->written = SINK_WRITTEN_UNKNOWN;
+        return 0;
+}
+
 void sink_close(Sink *s) {
         if (s->fd >= 0)
                 close(s->fd); /* the kernel drops our request here */

@@ -15,8 +15,15 @@ typedef struct Sink {
 #define SINK_INIT \
         { .fd = -1, .written = PMQOS_LATENCY_MAX_US }
 
+/* A value no write can have produced: the next sink_apply() writes. */
+#define SINK_WRITTEN_UNKNOWN INT32_MIN
+
 /* Opens path O_RDWR|O_CLOEXEC. Returns 0 or a negative errno. */
 int sink_open(Sink *s, const char *path);
+/* Takes fd (from the service manager's store) as the descriptor of path,
+ * leaving the kernel's value as it is until the next sink_apply(). -EBADF
+ * when fd is not path opened for writing (fd is then left to the caller). */
+int sink_adopt(Sink *s, const char *path, int fd);
 void sink_close(Sink *s);
 
 /* Makes our request on the device equal to usec (PMQOS_LATENCY_NONE lifts it).

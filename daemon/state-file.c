@@ -61,6 +61,10 @@ int state_dir_prepare(const char *dir, uid_t owner) {
 }
 
 int state_hand_over(const char *dir, uid_t uid, gid_t gid) {
+        return state_hand_over_file(dir, STATE_NAME, uid, gid);
+}
+
+int state_hand_over_file(const char *dir, const char *name, uid_t uid, gid_t gid) {
         struct stat st;
         int r = 0;
 
@@ -71,7 +75,7 @@ int state_hand_over(const char *dir, uid_t uid, gid_t gid) {
          * CAP_DAC_OVERRIDE (the unit's case) cannot look into it. Whatever
          * "state" is now, it is changed only through a descriptor of a regular
          * file with one link: never a symlink, FIFO or hard link. */
-        int fd = openat(dfd, STATE_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         if (fd < 0 && errno != ENOENT)
                 r = -errno;
         else if (fd >= 0) {
@@ -89,7 +93,7 @@ int state_hand_over(const char *dir, uid_t uid, gid_t gid) {
         return r;
 }
 
-static int read_file(const char *path, char **ret, size_t *ret_len) {
+static int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
         /* O_NONBLOCK: a FIFO in its place must not hang the start. */
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
         if (fd < 0)
@@ -105,7 +109,7 @@ static int read_file(const char *path, char **ret, size_t *ret_len) {
                 close(fd);
                 return -EBADMSG;
         }
-        if ((uint64_t) st.st_size > STATE_FILE_MAX) {
+        if ((uint64_t) st.st_size > max) {
                 close(fd);
                 return -EFBIG;
         }
@@ -139,17 +143,18 @@ static int read_file(const char *path, char **ret, size_t *ret_len) {
         return 0;
 }
 
-static void move_aside(const char *dir, const char *path, const char *why) {
-        char aside[4096];
+void state_file_move_aside(const char *dir, const char *name, const char *why) {
+        char aside[4096], path[4096];
         long long now = (long long) time(NULL);
         int r = -1;
 
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
         /* Never over an earlier one: the evidence of each damaged file is kept. */
         for (unsigned n = 0; n < 100 && r < 0; n++) {
                 if (n == 0)
-                        snprintf(aside, sizeof(aside), "%s/%s.corrupt-%lld", dir, STATE_NAME, now);
+                        snprintf(aside, sizeof(aside), "%s/%s.corrupt-%lld", dir, name, now);
                 else
-                        snprintf(aside, sizeof(aside), "%s/%s.corrupt-%lld.%u", dir, STATE_NAME, now, n);
+                        snprintf(aside, sizeof(aside), "%s/%s.corrupt-%lld.%u", dir, name, now, n);
                 r = renameat2(AT_FDCWD, path, AT_FDCWD, aside, RENAME_NOREPLACE);
                 if (r < 0 && errno == EINVAL) /* a file system without it: as before */
                         r = rename(path, aside);
@@ -157,47 +162,56 @@ static void move_aside(const char *dir, const char *path, const char *why) {
                         break;
         }
         if (r < 0)
-                log_error("State file %s is unusable (%s) and cannot be moved aside: %s; starting empty.", path, why,
+                log_error("%s is unusable (%s) and cannot be moved aside: %s; starting empty.", path, why,
                           strerror(errno));
         else
-                log_error("State file %s is unusable (%s); moved it to %s and starting empty.", path, why, aside);
+                log_error("%s is unusable (%s); moved it to %s and starting empty.", path, why, aside);
+}
+
+int state_file_read(const char *dir, const char *name, size_t max, char **ret, size_t *ret_len) {
+        char path[4096], why[64];
+
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        int r = read_file(path, max, ret, ret_len);
+        if (r == -ENOENT || r >= 0)
+                return r;
+        if (r == -EFBIG)
+                snprintf(why, sizeof(why), "larger than %zu MiB", max / (1024 * 1024));
+        else
+                snprintf(why, sizeof(why), "%s", r == -EBADMSG ? "not a regular file" : strerror(-r));
+        state_file_move_aside(dir, name, why);
+        return -EBADMSG;
 }
 
 int state_load(const char *dir, StateData *ret) {
-        char path[4096], err[256];
+        char err[256];
         char *buf = NULL;
         size_t len = 0;
 
         *ret = (StateData){ .floor = PMQOS_LATENCY_NONE };
-        snprintf(path, sizeof(path), "%s/%s", dir, STATE_NAME);
-
-        int r = read_file(path, &buf, &len);
-        if (r == -ENOENT)
-                return 0;
-        if (r == -EFBIG || r == -EBADMSG) {
-                move_aside(dir, path, r == -EFBIG ? "larger than 16 MiB" : "not a regular file");
-                return 0;
-        }
-        if (r < 0) {
-                move_aside(dir, path, strerror(-r));
-                return 0;
-        }
+        int r = state_file_read(dir, STATE_NAME, STATE_FILE_MAX, &buf, &len);
+        if (r == -ENOENT || r == -EBADMSG)
+                return 0; /* nothing, or moved aside and said so */
 
         r = state_parse(buf, len, ret, err, sizeof(err));
         free(buf);
         if (r == -EBADMSG) {
-                move_aside(dir, path, err);
+                state_file_move_aside(dir, STATE_NAME, err);
                 return 0;
         }
         return r;
 }
 
 int state_save(const char *dir, const char *data, size_t len, bool durable) {
+        return state_file_write(dir, STATE_NAME, data, len, true, durable);
+}
+
+int state_file_write(const char *dir, const char *name, const char *data, size_t len, bool sync, bool durable) {
         char tmp[4096], path[4096];
         int r = 0;
 
-        snprintf(tmp, sizeof(tmp), "%s/%s", dir, STATE_TMP_NAME);
-        snprintf(path, sizeof(path), "%s/%s", dir, STATE_NAME);
+        snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
 
         /* A fresh file: whatever had that name (a link planted there) is not written through. */
         (void) unlink(tmp);
@@ -214,7 +228,7 @@ int state_save(const char *dir, const char *data, size_t len, bool durable) {
                 }
                 done += (size_t) n;
         }
-        if (r == 0 && fsync(fd) < 0)
+        if (r == 0 && sync && fsync(fd) < 0)
                 r = -errno;
         if (close(fd) < 0 && r == 0)
                 r = -errno;

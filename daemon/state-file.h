@@ -25,3 +25,12 @@ int state_load(const char *dir, StateData *ret);
 /* Writes dir/state atomically: temp file, fsync, rename, and — when durable —
  * fsync of dir, so that the new file survives a power cut. */
 int state_save(const char *dir, const char *data, size_t len, bool durable);
+
+/* The same for any file of a directory pmqosd keeps (the runtime record):
+ * hand over, read (a damaged or oversized one is moved aside, logged, and
+ * -EBADMSG returned; a missing one is -ENOENT), move aside, and write
+ * atomically (temp file and rename; fsync only when sync). */
+int state_hand_over_file(const char *dir, const char *name, uid_t uid, gid_t gid);
+int state_file_read(const char *dir, const char *name, size_t max, char **ret, size_t *ret_len);
+void state_file_move_aside(const char *dir, const char *name, const char *why);
+int state_file_write(const char *dir, const char *name, const char *data, size_t len, bool sync, bool durable);

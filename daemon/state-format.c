@@ -83,6 +83,20 @@ void text_append_escaped(TextBuffer *b, const char *s) {
         b->data[b->len] = 0;
 }
 
+void state_format_request(TextBuffer *out, const Request *r) {
+        text_printf(out,
+                    "cookie=%" PRIu32 " type=%s value=%" PRIi32 " uid=%u pid=%d created=%" PRIi64 " expires=%" PRIi64
+                    " cpus=",
+                    r->cookie, qos_type_to_string(r->type), r->value, (unsigned) r->uid, (int) r->pid,
+                    r->created_usec, r->expires_usec);
+        for (size_t i = 0; i < r->n_cpus; i++)
+                text_printf(out, "%s%" PRIu32, i ? "," : "", r->cpus[i]);
+        text_append(out, " exec=");
+        text_append_escaped(out, request_exec(r));
+        text_append(out, " reason=");
+        text_append_escaped(out, request_reason(r));
+}
+
 int state_serialize(const Store *s, int32_t floor, const CpuOriginal *originals, size_t n_originals, TextBuffer *out) {
         text_append(out, "# pmqosd state: written atomically by pmqosd; edit only while it is stopped.\n");
         text_printf(out, "%s %d\n", STATE_MAGIC, STATE_FORMAT_VERSION);
@@ -95,17 +109,8 @@ int state_serialize(const Store *s, int32_t floor, const CpuOriginal *originals,
         STORE_FOREACH(r, s) {
                 if (!r->persistent)
                         continue;
-                text_printf(out,
-                            "request cookie=%" PRIu32 " type=%s value=%" PRIi32 " uid=%u pid=%d created=%" PRIi64
-                            " expires=%" PRIi64 " cpus=",
-                            r->cookie, qos_type_to_string(r->type), r->value, (unsigned) r->uid, (int) r->pid,
-                            r->created_usec, r->expires_usec);
-                for (size_t i = 0; i < r->n_cpus; i++)
-                        text_printf(out, "%s%" PRIu32, i ? "," : "", r->cpus[i]);
-                text_append(out, " exec=");
-                text_append_escaped(out, request_exec(r));
-                text_append(out, " reason=");
-                text_append_escaped(out, request_reason(r));
+                text_append(out, "request ");
+                state_format_request(out, r);
                 text_append(out, "\n");
         }
         /* A file cut short at a line boundary still lacks this. */
@@ -131,7 +136,7 @@ static int hexval(char c) {
 }
 
 /* Decodes in place; refuses malformed escapes and embedded NULs. */
-static int unescape(char *s) {
+int state_unescape(char *s) {
         char *w = s;
         for (char *p = s; *p; p++) {
                 if (*p != '%') {
@@ -148,7 +153,7 @@ static int unescape(char *s) {
         return 0;
 }
 
-static int parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret) {
+int state_parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret) {
         char *end;
         if (!*s || (s[0] == '0' && s[1] != 0) || (s[0] == '-' && (s[1] == '0' || !s[1])))
                 return -EINVAL; /* canonical decimal only */
@@ -181,7 +186,7 @@ static int parse_cpus(char *s, Request *r) {
                 if (next)
                         *next++ = 0;
                 int64_t v;
-                if (n >= sizeof(cpus) / sizeof(cpus[0]) || parse_i64(tok, 0, PMQOS_MAX_CPUS - 1, &v) < 0)
+                if (n >= sizeof(cpus) / sizeof(cpus[0]) || state_parse_i64(tok, 0, PMQOS_MAX_CPUS - 1, &v) < 0)
                         return -EINVAL;
                 cpus[n++] = (uint32_t) v;
         }
@@ -214,7 +219,7 @@ static int parse_field(Request *r, unsigned i, char *val) {
 
         switch (1u << i) {
         case F_COOKIE:
-                k = parse_i64(val, 1, UINT32_MAX, &v);
+                k = state_parse_i64(val, 1, UINT32_MAX, &v);
                 r->cookie = (uint32_t) v;
                 break;
         case F_TYPE:
@@ -222,35 +227,35 @@ static int parse_field(Request *r, unsigned i, char *val) {
                 r->type = t;
                 break;
         case F_VALUE:
-                k = parse_i64(val, PMQOS_LATENCY_NONE, PMQOS_LATENCY_MAX_US, &v);
+                k = state_parse_i64(val, PMQOS_LATENCY_NONE, PMQOS_LATENCY_MAX_US, &v);
                 r->value = (int32_t) v;
                 break;
         case F_UID:
-                k = parse_i64(val, 0, UINT32_MAX - 1, &v);
+                k = state_parse_i64(val, 0, UINT32_MAX - 1, &v);
                 r->uid = (uid_t) v;
                 break;
         case F_PID:
-                k = parse_i64(val, 0, INT32_MAX, &v);
+                k = state_parse_i64(val, 0, INT32_MAX, &v);
                 r->pid = (pid_t) v;
                 break;
         case F_CREATED:
-                k = parse_i64(val, 0, INT64_MAX, &v);
+                k = state_parse_i64(val, 0, INT64_MAX, &v);
                 r->created_usec = v;
                 break;
         case F_EXPIRES:
-                k = parse_i64(val, 0, INT64_MAX, &v);
+                k = state_parse_i64(val, 0, INT64_MAX, &v);
                 r->expires_usec = v;
                 break;
         case F_CPUS:
                 k = parse_cpus(val, r);
                 break;
         case F_EXEC:
-                k = unescape(val);
+                k = state_unescape(val);
                 if (k >= 0 && val[0])
                         k = set_exec(r, val);
                 break;
         case F_REASON:
-                k = unescape(val);
+                k = state_unescape(val);
                 if (k >= 0 && strlen(val) > STATE_REASON_MAX)
                         k = -EINVAL;
                 /* A file edited by hand may hold anything: the bus takes only UTF-8. */
@@ -265,7 +270,7 @@ static int parse_field(Request *r, unsigned i, char *val) {
         return k;
 }
 
-static int parse_request(char *fields, Request **ret, const char **why) {
+int state_parse_request(char *fields, Request **ret, const char **why) {
         Request *r = calloc(1, sizeof(Request));
         unsigned seen = 0;
 
@@ -362,7 +367,7 @@ static int parse_header(Parser *p, const char *line, const char **why) {
 
 static int parse_floor(Parser *p, const char *value, const char **why) {
         int64_t v;
-        if (p->have_floor || parse_i64(value, PMQOS_LATENCY_NONE, PMQOS_LATENCY_MAX_US, &v) < 0)
+        if (p->have_floor || state_parse_i64(value, PMQOS_LATENCY_NONE, PMQOS_LATENCY_MAX_US, &v) < 0)
                 return bad(why, "invalid or repeated floor");
         p->d.floor = (int32_t) v;
         p->have_floor = true;
@@ -375,7 +380,7 @@ static int parse_cpu(Parser *p, char *fields, const char **why) {
         if (!sp)
                 return bad(why, "cpu record without a value");
         *sp = 0;
-        if (parse_i64(fields, 0, PMQOS_MAX_CPUS - 1, &cpu) < 0 || unescape(sp + 1) < 0 || strlen(sp + 1) > 64)
+        if (state_parse_i64(fields, 0, PMQOS_MAX_CPUS - 1, &cpu) < 0 || state_unescape(sp + 1) < 0 || strlen(sp + 1) > 64)
                 return bad(why, "invalid cpu record");
         for (size_t i = 0; i < p->d.n_originals; i++)
                 if (p->d.originals[i].cpu == cpu)
@@ -385,7 +390,7 @@ static int parse_cpu(Parser *p, char *fields, const char **why) {
 
 static int parse_request_record(Parser *p, char *fields, const char **why) {
         Request *req;
-        int r = parse_request(fields, &req, why);
+        int r = state_parse_request(fields, &req, why);
         if (r < 0)
                 return r;
         if (hashmap_get(&p->cookies, &req->cookie)) {

@@ -45,3 +45,12 @@ void text_printf(TextBuffer *b, const char *fmt, ...) __attribute__((format(prin
 
 /* Writes the header, the floor, the originals and every persistent request of s. */
 int state_serialize(const Store *s, int32_t floor, const CpuOriginal *originals, size_t n_originals, TextBuffer *out);
+
+/* Shared with the runtime record (runtime-format.c): one request's fields,
+ * "cookie=… reason=…" without a newline, and their parser (in place; the
+ * request comes back persistent and in no store). */
+void state_format_request(TextBuffer *out, const Request *r);
+int state_parse_request(char *fields, Request **ret, const char **why);
+/* Canonical decimal in [min, max]; percent-decoding in place (no NUL). */
+int state_parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret);
+int state_unescape(char *s);

@@ -209,17 +209,22 @@ class Kernel:
 
 
 class Daemon:
-    def __init__(self, bus, kernel, args=(), state_dir=None, env=None, device=None):
+    def __init__(self, bus, kernel, args=(), state_dir=None, env=None, device=None, runtime_dir=None, pass_fds=(),
+                 via=None):
         self.bus = bus
         # A state directory of our own lives inside the bus's temp dir, removed with it.
         self.state_dir = state_dir or os.path.join(bus.dir, "state-%d" % time.monotonic_ns())
+        # One runtime directory per bus, as /run/pmqos is one per boot: restarts on it re-adopt.
+        self.runtime_dir = runtime_dir or os.path.join(bus.dir, "run")
         self.log_path = os.path.join(bus.dir, "pmqosd-%d.log" % time.monotonic_ns())
         self.log = open(self.log_path, "w")
         # PMQOSD_WRAPPER runs the daemon under a checker, e.g. valgrind (see .ci/run).
         wrapper = shlex.split(os.environ.get("PMQOSD_WRAPPER", ""))
         self.proc = subprocess.Popen(
-            [*wrapper, PMQOSD, "--device", device or kernel.path, "--state-dir", self.state_dir, "--verbose", *args],
+            [*([via] if via else []), *wrapper, PMQOSD, "--device", device or kernel.path, "--state-dir", self.state_dir,
+             "--runtime-dir", self.runtime_dir, "--verbose", *args],
             env=dict(bus.env, **(env or {})),
+            pass_fds=pass_fds,
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
@@ -549,14 +554,14 @@ class BrokerTestCase(unittest.TestCase):
         self.addCleanup(self._stop_daemon)
         self.addCleanup(self._close_clients)
 
-    def start_daemon(self, args=None, env=None, state_dir=None, device=None):
+    def start_daemon(self, args=None, env=None, state_dir=None, device=None, runtime_dir=None, pass_fds=(), via=None):
         """The daemon this test needs (the class's daemon_args by default, on
         the test's kernel device unless device says otherwise), in place of the
         one running, which is stopped first if it still runs."""
         if getattr(self, "daemon", None) is not None:
             self.daemon.stop()
         self.daemon = Daemon(self.bus, self.kernel, self.daemon_args if args is None else args, state_dir=state_dir,
-                             env=env, device=device)
+                             env=env, device=device, runtime_dir=runtime_dir, pass_fds=pass_fds, via=via)
         return self.daemon
 
     def assert_eventually(self, predicate, timeout=5.0, what="condition"):

@@ -5,6 +5,7 @@
  * originals saved before the first write, expiry, loading. */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +17,14 @@
 #define CPU0 "devices/system/cpu/cpu0/power/pm_qos_resume_latency_us"
 #define CPU1 "devices/system/cpu/cpu1/power/pm_qos_resume_latency_us"
 
-static char dir[256], device[300], state[300], sysfs[300];
+static char dir[256], device[300], state[300], sysfs[300], runtime[300];
+#define BUS_ID "0123456789abcdef0123456789abcdef"
 
 static void setup(void) {
         snprintf(dir, sizeof(dir), "%s", unit_make_dir("core"));
         snprintf(device, sizeof(device), "%s/device", dir);
         snprintf(state, sizeof(state), "%s/state-dir", dir);
+        snprintf(runtime, sizeof(runtime), "%s/run", dir);
         snprintf(sysfs, sizeof(sysfs), "%s/sys", dir);
         unit_write_file(dir, "device", "");
         unit_write_file(sysfs, CPU0, "0\n");
@@ -40,8 +43,36 @@ static void start(Core *c, const char *dev, int64_t now) {
                               .state_owner = geteuid(),
                               .default_floor = PMQOS_LATENCY_NONE,
                               .seed = 42 };
+        ChangeSet changes;
         ck_assert_int_eq(core_init(c, &config), 0);
         ck_assert_int_eq(core_load(c, now), 0);
+        ck_assert_int_eq(core_start(c, NULL, NULL, now, &changes), 0);
+}
+
+/* A start with a runtime record (and, when device_fd >= 0, the device's
+ * descriptor back from a service manager), stopping before core_start(). */
+static void load_with_record(Core *c, int device_fd, int64_t now) {
+        CoreConfig config = { .device = device,
+                              .state_dir = state,
+                              .runtime_dir = runtime,
+                              .sysfs_root = sysfs,
+                              .state_owner = geteuid(),
+                              .default_floor = PMQOS_LATENCY_NONE,
+                              .have_device_fd = device_fd >= 0,
+                              .device_fd = device_fd,
+                              .seed = 7 };
+        ck_assert_int_eq(core_init(c, &config), 0);
+        ck_assert_int_eq(core_load(c, now), 0);
+}
+
+/* What a kill -9 leaves: nothing given back, nothing saved; memory freed for the leak checker. */
+static void crash(Core *c) {
+        store_done(&c->store);
+        runtime_record_done(&c->record);
+        runtime_data_done(&c->adoptable);
+        sink_close(&c->sink);
+        cpu_sink_done(&c->cpus);
+        free(c->state_dir);
 }
 
 static Request *new_request(Core *c, int32_t value, bool persistent, int64_t expires, uint32_t cpu) {
@@ -237,6 +268,93 @@ START_TEST(test_load) {
 }
 END_TEST
 
+START_TEST(test_readoption) {
+        Core c;
+        ChangeSet cs;
+        RequestOwner a = { .name = ":1.5" }, b = { .name = ":1.7" }, a2 = { .name = ":1.5" };
+
+        load_with_record(&c, -1, 0);
+        ck_assert_int_eq(core_start(&c, BUS_ID, NULL, 0, &cs), 0);
+        Request *r1 = new_request(&c, 50, false, 0, UINT32_MAX);
+        uint32_t k1 = r1->cookie;
+        ck_assert_int_eq(core_add(&c, r1, &a, &cs), 0);
+        Request *r2 = new_request(&c, 40, false, 1000000, 1);
+        uint32_t k2 = r2->cookie;
+        ck_assert_int_eq(core_add(&c, r2, &a, &cs), 0);
+        ck_assert_int_eq(core_add(&c, new_request(&c, 30, false, 0, UINT32_MAX), &b, &cs), 0);
+        ck_assert_int_eq(core_add(&c, new_request(&c, 10, true, 0, UINT32_MAX), NULL, &cs), 0);
+        ck_assert_int_eq(core_update(&c, r1, 45, &cs), 0);
+        ck_assert_int_eq(core_drop_owner(&c, &b, &cs), 0);
+        ck_assert_str_eq(unit_read_file(sysfs, CPU1), "40");
+        crash(&c);
+
+        /* kill -9, and the service manager gives the descriptor back. */
+        int fd = open(device, O_RDWR | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        load_with_record(&c, fd, 10);
+        ck_assert(c.device_adopted);
+        ck_assert_int_eq(unit_read_device(device), 10); /* untouched until the commit */
+        ck_assert_uint_eq(c.adoptable.n_entries, 2);
+        ck_assert_str_eq(c.adoptable.bus_id, BUS_ID);
+        ck_assert_uint_eq(c.adoptable.entries[0].request->cookie, k1);
+        ck_assert_int_eq(c.adoptable.entries[0].request->value, 45);
+        ck_assert_str_eq(c.adoptable.entries[0].sender, ":1.5");
+        ck_assert_uint_eq(c.adoptable.entries[1].request->cookie, k2);
+
+        /* The owner is still there; the timed request's owner is not: it stays, detached. */
+        RequestOwner *owners[] = { &a2, NULL };
+        uint64_t cpu_writes = c.cpus.n_writes;
+        ck_assert_int_eq(core_start(&c, BUS_ID, owners, 10, &cs), 0);
+        CHANGES(cs, false, true, false, false);
+        ck_assert_ptr_eq(store_get(&c.store, k1)->owner, &a2);
+        ck_assert_ptr_null(store_get(&c.store, k2)->owner);
+        ck_assert_uint_eq(store_size(&c.store), 3);
+        ck_assert_int_eq(c.effective, 10);
+        ck_assert_uint_eq(c.sink.n_writes, 1);           /* one write: the same value */
+        ck_assert_uint_eq(c.cpus.n_writes, cpu_writes);  /* cpu1 already holds 40 */
+        ck_assert_str_eq(unit_read_file(sysfs, CPU1), "40");
+        crash(&c);
+
+        /* A new bus (or every owner gone): the connection-bound request ends; the timed one stays. */
+        load_with_record(&c, -1, 20);
+        ck_assert_uint_eq(c.adoptable.n_entries, 2);
+        ck_assert_str_eq(c.adoptable.entries[1].sender, ""); /* detached in the record too */
+        ck_assert_int_eq(core_start(&c, BUS_ID, NULL, 20, &cs), 0);
+        CHANGES(cs, false, true, true, false);
+        ck_assert_ptr_null(store_get(&c.store, k1));
+        ck_assert_ptr_nonnull(store_get(&c.store, k2));
+        core_done(&c);
+        /* A clean stop gives cpu1 back; the record stays for a restart. */
+        ck_assert_str_eq(unit_read_file(sysfs, CPU1), "100");
+        ck_assert_ptr_nonnull(strstr(unit_read_file(runtime, "requests"), "\nbus " BUS_ID "\n"));
+}
+END_TEST
+
+START_TEST(test_record_stays_small) {
+        Core c;
+        ChangeSet cs;
+
+        load_with_record(&c, -1, 0);
+        ck_assert_int_eq(core_start(&c, BUS_ID, NULL, 0, &cs), 0);
+        Request *keep = new_request(&c, 77, false, 0, UINT32_MAX);
+        uint32_t cookie = keep->cookie;
+        ck_assert_int_eq(core_add(&c, keep, NULL, &cs), 0);
+        for (int i = 0; i < 5000; i++) {
+                Request *r = new_request(&c, 100 + i, false, 0, UINT32_MAX);
+                ck_assert_int_eq(core_add(&c, r, NULL, &cs), 0);
+                ck_assert_int_eq(core_cancel(&c, r, &cs), 0);
+        }
+        /* 10,001 changes, rewritten whenever the file held 1,024 lines more than twice what it describes. */
+        ck_assert_uint_le(c.record.n_lines, 2 * 1 + 1024);
+        crash(&c);
+        load_with_record(&c, -1, 0);
+        ck_assert_uint_eq(c.adoptable.n_entries, 1);
+        ck_assert_uint_eq(c.adoptable.entries[0].request->cookie, cookie);
+        ck_assert_int_eq(core_start(&c, BUS_ID, NULL, 0, &cs), 0);
+        core_done(&c);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("core");
         TCase *tc = tcase_create("core");
@@ -248,6 +366,8 @@ int main(void) {
         tcase_add_test(tc, test_originals_saved_before_the_first_cpu_write);
         tcase_add_test(tc, test_expiry_on_a_fake_clock);
         tcase_add_test(tc, test_load);
+        tcase_add_test(tc, test_readoption);
+        tcase_add_test(tc, test_record_stays_small);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_FORK_GETENV);
 }

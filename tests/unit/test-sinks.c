@@ -200,8 +200,18 @@ START_TEST(test_cpu_originals_left_by_a_crash) {
         write_file(path, "n/a\n"); /* what the crashed run had written */
 
         ck_assert_int_eq(cpu_sink_init(&s, dir), 0);
-        /* A CPU that is gone since has nothing to restore; the rest is restored. */
-        ck_assert_int_eq(cpu_sink_restore_originals(&s, left, 2), 0);
+        /* Taken over without a write: a CPU that is gone since has nothing to
+         * give back; the other counts as holding what its file says. */
+        uint64_t writes = s.n_writes;
+        ck_assert_int_eq(cpu_sink_adopt_originals(&s, left, 2), 0);
+        ck_assert_uint_eq(s.n_writes, writes);
+        ck_assert_str_eq(cpu_file(1), "n/a");
+        ck_assert_uint_eq(s.n_originals, 1);
+        ck_assert(cpu_sink_constrains(&s, 1));
+        ck_assert_int_eq(cpu_sink_written(&s, 1), 0);
+        ck_assert(!cpu_sink_constrains(&s, 9));
+        /* Nothing needs it now: the original goes back. */
+        ck_assert_int_eq(cpu_sink_write(&s, 1, PMQOS_LATENCY_NONE), 0);
         ck_assert_str_eq(cpu_file(1), "100");
         cpu_sink_done(&s);
         remove_dir();

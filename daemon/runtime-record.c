@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* One write() per transaction on an O_APPEND descriptor; the file is
+ * written whole again (temporary file and rename, no fsync) once it holds
+ * more than twice the lines it needs, so its size stays bounded by the live
+ * requests and each change costs O(1) amortized. */
+
+#include "runtime-record.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "state-file.h"
+
+/* Slack before a rewrite: a record of few requests is not rewritten at every change. */
+#define RUNTIME_COMPACT_SLACK 1024u
+
+int runtime_record_init(RuntimeRecord *rec, const char *dir, uid_t owner) {
+        *rec = (RuntimeRecord){ .fd = -1 };
+        if (!dir || !*dir)
+                return 0;
+        int r = state_dir_prepare(dir, owner);
+        if (r < 0) {
+                log_warning("Cannot use runtime directory %s: %s; requests that are not persistent will not survive a "
+                            "restart of pmqosd.",
+                            dir, strerror(-r));
+                return r;
+        }
+        rec->dir = strdup(dir);
+        return rec->dir ? 0 : -ENOMEM;
+}
+
+void runtime_record_done(RuntimeRecord *rec) {
+        if (rec->fd >= 0)
+                close(rec->fd);
+        free(rec->dir);
+        *rec = (RuntimeRecord){ .fd = -1 };
+}
+
+int runtime_record_load(RuntimeRecord *rec, RuntimeData *ret) {
+        char err[256];
+        char *buf = NULL;
+        size_t len = 0;
+
+        *ret = (RuntimeData){};
+        if (!rec->dir)
+                return 0;
+        int r = state_file_read(rec->dir, RUNTIME_RECORD_NAME, RUNTIME_FILE_MAX, &buf, &len);
+        if (r == -ENOENT || r == -EBADMSG)
+                return 0;
+        r = runtime_parse(buf, len, ret, err, sizeof(err));
+        free(buf);
+        if (r == -EBADMSG) {
+                state_file_move_aside(rec->dir, RUNTIME_RECORD_NAME, err);
+                return 0;
+        }
+        return r;
+}
+
+static int open_for_append(RuntimeRecord *rec) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", rec->dir, RUNTIME_RECORD_NAME);
+        if (rec->fd >= 0)
+                close(rec->fd);
+        rec->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+        return rec->fd < 0 ? -errno : 0;
+}
+
+static int rewrite(RuntimeRecord *rec, const Store *s) {
+        TextBuffer b = {};
+        size_t n = 0;
+
+        runtime_format_header(&b, rec->bus_id);
+        STORE_FOREACH(r, s)
+                if (!r->persistent) {
+                        runtime_format_add(&b, r);
+                        n++;
+                }
+        int k = b.oom ? -ENOMEM : state_file_write(rec->dir, RUNTIME_RECORD_NAME, b.data, b.len, false, false);
+        free(b.data);
+        if (k >= 0)
+                k = open_for_append(rec);
+        if (k < 0) {
+                rec->failed = true;
+                return k;
+        }
+        rec->n_lines = rec->n_live = n;
+        rec->failed = false;
+        return 0;
+}
+
+int runtime_record_start(RuntimeRecord *rec, const char *bus_id, const Store *s) {
+        if (!rec->dir)
+                return 0;
+        snprintf(rec->bus_id, sizeof(rec->bus_id), "%s", bus_id);
+        int r = rewrite(rec, s);
+        if (r < 0)
+                log_error("Cannot write the runtime record in %s: %s; requests that are not persistent will not "
+                          "survive a restart until it works.",
+                          rec->dir, strerror(-r));
+        return r;
+}
+
+static int write_all(int fd, const char *data, size_t len) {
+        while (len > 0) {
+                ssize_t n = write(fd, data, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                data += n;
+                len -= (size_t) n;
+        }
+        return 0;
+}
+
+void runtime_record_append(RuntimeRecord *rec, const TextBuffer *lines, size_t n_lines, long live_delta,
+                           const Store *s) {
+        bool was_failed = rec->failed;
+        int r = 0;
+
+        if (!rec->dir || !rec->bus_id[0] || (lines->len == 0 && !rec->failed))
+                return;
+        if (lines->oom)
+                rec->failed = true;
+        if (!rec->failed && rec->fd >= 0) {
+                r = write_all(rec->fd, lines->data, lines->len);
+                if (r >= 0) {
+                        rec->n_lines += n_lines;
+                        rec->n_live = (size_t) ((long) rec->n_live + live_delta);
+                        if (rec->n_lines <= 2 * rec->n_live + RUNTIME_COMPACT_SLACK)
+                                return;
+                } else
+                        rec->failed = true;
+        }
+        /* Too long, or a write failed (a full tmpfs): the whole record again. */
+        r = rewrite(rec, s);
+        if (r < 0 && !was_failed)
+                log_error("Cannot update the runtime record in %s: %s; trying again at the next change.", rec->dir,
+                          strerror(-r));
+        else if (r >= 0 && was_failed)
+                log_info("The runtime record in %s is up to date again.", rec->dir);
+}
+
+int runtime_record_hand_over(RuntimeRecord *rec, uid_t uid, gid_t gid) {
+        if (!rec->dir)
+                return 0;
+        return state_hand_over_file(rec->dir, RUNTIME_RECORD_NAME, uid, gid);
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The runtime record on disk (/run/pmqos/requests, a tmpfs): every change of
+ * a request that is not persistent appended as it happens, before the
+ * caller hears back, so that a restart — SIGTERM or kill -9 — finds every
+ * acknowledged request. No fsync: it lives as long as the boot. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "runtime-format.h"
+#include "store.h"
+
+#define RUNTIME_RECORD_NAME "requests"
+
+typedef struct RuntimeRecord {
+        char *dir; /* NULL: no record is kept */
+        int fd;    /* the record, open for appending once started; -1 before or after a failure */
+        char bus_id[RUNTIME_BUS_ID_LEN + 1];
+        size_t n_lines; /* change lines in the file */
+        size_t n_live;  /* requests the file describes */
+        bool failed;    /* the last write failed: rewrite it whole at the next change */
+} RuntimeRecord;
+
+/* Prepares dir like the state directory (owned by us or owner, not writable
+ * by others). dir NULL or "": no record. */
+int runtime_record_init(RuntimeRecord *rec, const char *dir, uid_t owner);
+void runtime_record_done(RuntimeRecord *rec);
+
+/* What the previous run left: a missing record gives empty data; a damaged
+ * one is logged, moved aside, and gives empty data. */
+int runtime_record_load(RuntimeRecord *rec, RuntimeData *ret);
+
+/* Starts a fresh record for this bus: the header and every request of s
+ * that is not persistent, written whole, then kept open for appending. */
+int runtime_record_start(RuntimeRecord *rec, const char *bus_id, const Store *s);
+
+/* Appends the lines of one transaction (lines is empty: nothing): n_lines
+ * changes, after which the record describes live_delta more requests (or
+ * fewer). When the file has
+ * grown well past what it describes, or a write failed, it is written
+ * whole again from s. Failures are logged, never returned: the kernel
+ * and the bus are served from memory meanwhile. */
+void runtime_record_append(RuntimeRecord *rec, const TextBuffer *lines, size_t n_lines, long live_delta,
+                           const Store *s);
+
+/* Hands dir and the record to the user pmqosd becomes. */
+int runtime_record_hand_over(RuntimeRecord *rec, uid_t uid, gid_t gid);
