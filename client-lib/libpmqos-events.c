@@ -29,6 +29,7 @@ _public_ int pmqos_client_set_event_callback(pmqos_client *c, pmqos_event_callba
 
         if (!c)
                 return -EINVAL;
+        CLIENT_SCOPE(c);
         c->callback = callback;
         c->userdata = userdata;
         if (callback && !c->latency_slot) {
@@ -48,21 +49,34 @@ _public_ int pmqos_client_set_event_callback(pmqos_client *c, pmqos_event_callba
         return 0;
 }
 
+/* The application polls the fd from now on: the helper thread is not needed. */
 _public_ int pmqos_client_get_fd(pmqos_client *c) {
-        return c ? sd_bus_get_fd(c->bus) : -EINVAL;
+        if (!c)
+                return -EINVAL;
+        CLIENT_SCOPE(c);
+        c->integrated = true;
+        client_helper_stop(c, false);
+        return sd_bus_get_fd(c->bus);
 }
 
 _public_ int pmqos_client_get_events(pmqos_client *c) {
-        return c ? sd_bus_get_events(c->bus) : -EINVAL;
+        if (!c)
+                return -EINVAL;
+        CLIENT_SCOPE(c);
+        return sd_bus_get_events(c->bus);
 }
 
 _public_ int pmqos_client_process(pmqos_client *c) {
-        return c ? client_dispatch(c) : -EINVAL;
+        if (!c)
+                return -EINVAL;
+        CLIENT_SCOPE(c);
+        return client_dispatch(c);
 }
 
 _public_ int pmqos_client_wait(pmqos_client *c, uint64_t timeout_usec) {
         if (!c)
                 return -EINVAL;
+        CLIENT_SCOPE(c);
         int r = client_dispatch(c);
         if (r < 0)
                 return r;

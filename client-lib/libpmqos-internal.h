@@ -3,6 +3,7 @@
  * call goes through. Not installed; nothing here is exported. */
 #pragma once
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <systemd/sd-bus.h>
@@ -36,6 +37,7 @@ struct Entry {
         uint32_t *cpus;
         size_t n_cpus;
         bool persistent;
+        bool kept; /* the broker that came back still has it (see reissue_all()) */
         Entry *next;
 };
 
@@ -50,7 +52,34 @@ struct pmqos_client {
         sd_bus_slot *requests_slot;
         pmqos_event_callback callback;
         void *userdata;
+
+        /* Calls on c and the helper thread take turns (recursive: a callback
+         * may call back in). */
+        pthread_mutex_t lock;
+        /* The helper thread keeps the connection served while the
+         * application does not (it never asked for the fd): a broker
+         * restart is then handled without any call of the application. */
+        pthread_t helper;
+        bool helper_created, helper_stop;
+        bool integrated; /* the application polls pmqos_client_get_fd() itself */
+        int wake_fd;     /* eventfd: wakes the helper, or -1 */
 };
+
+/* Every public function holds c's lock for its whole run. */
+void client_lock(pmqos_client *c);
+void client_unlock(pmqos_client *c);
+static inline void client_unlockp(pmqos_client **c) {
+        if (*c)
+                client_unlock(*c);
+}
+#define CLIENT_SCOPE(c) _cleanup_(client_unlockp) pmqos_client *_client_scope = (client_lock(c), (c))
+
+/* Starts the helper thread unless the application integrated the fd or it
+ * runs already; best effort (a failure leaves the re-issue to the next call). */
+void client_helper_start(pmqos_client *c);
+/* Asks it to end; with join, waits for it (never from the helper itself).
+ * Called with the lock held once; releases it around the join. */
+void client_helper_stop(pmqos_client *c, bool join);
 
 /* Records the broker's message for pmqos_client_last_error() and maps the
  * error (or r) to a negative errno. */
@@ -60,5 +89,7 @@ int client_call(pmqos_client *c, const char *iface, const char *member, sd_bus_m
                 int (*append)(sd_bus_message *m, const void *data), const void *data);
 /* Tells the application's callback, if it set one. */
 void client_emit(pmqos_client *c, pmqos_event event, int32_t usec);
+/* ListRequests, without dispatching first (it runs from a callback too). */
+int client_list(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n);
 /* Handles what arrived (signals, a broker restart). */
 int client_dispatch(pmqos_client *c);

@@ -111,16 +111,21 @@ static int read_info(sd_bus_message *m, pmqos_request_info *info) {
 }
 
 _public_ int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n) {
+        if (!c || !ret || !ret_n)
+                return -EINVAL;
+        CLIENT_SCOPE(c);
+        int r = client_dispatch(c);
+        if (r < 0)
+                return r;
+        return client_list(c, ret, ret_n);
+}
+
+int client_list(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         pmqos_request_info *infos = NULL;
         size_t n = 0, cap = 0;
         int r;
 
-        if (!c || !ret || !ret_n)
-                return -EINVAL;
-        r = client_dispatch(c);
-        if (r < 0)
-                return r;
         r = client_call(c, NATIVE_IFACE, "ListRequests", &reply, NULL, NULL);
         if (r < 0)
                 return r;

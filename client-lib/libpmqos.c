@@ -9,8 +9,12 @@
 #include <string.h>
 #include <systemd/sd-bus.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "libpmqos-internal.h"
+
+/* How long pmqos_client_free() waits for a broker that does not answer. */
+#define RELEASE_TIMEOUT_USEC (5u * 1000000u)
 
 static uint64_t now_monotonic_usec(void) {
         struct timespec ts;
@@ -165,14 +169,44 @@ static int issue(pmqos_client *c, const RequestArgs *a, uint32_t *ret_cookie) {
         return r < 0 ? client_map_error(c, NULL, r) : 0;
 }
 
-/* The broker came back: issue again what it forgot. Persistent requests it
- * kept itself, under the same cookies. */
+/* Which of our requests the new broker still has: it re-adopts those of
+ * connections still on the bus before it takes its name, so they are
+ * listed by the time we hear it is back. Returns 0 with every entry's
+ * "kept" flag set, or a negative errno (then nothing is known). */
+static int mark_kept(pmqos_client *c) {
+        pmqos_request_info *infos = NULL;
+        const char *me = NULL;
+        size_t n = 0;
+
+        int r = sd_bus_get_unique_name(c->bus, &me);
+        if (r < 0)
+                return r;
+        r = client_list(c, &infos, &n);
+        if (r < 0)
+                return r;
+        for (Entry *e = c->entries; e; e = e->next) {
+                e->kept = false;
+                for (size_t i = 0; i < n && !e->kept; i++)
+                        /* A connection-bound one must still be ours; a timed one may have been detached. */
+                        e->kept = infos[i].cookie == e->broker_cookie &&
+                                  (e->deadline_usec > 0 || strcmp(infos[i].sender, me) == 0);
+        }
+        pmqos_request_info_free(infos, n);
+        return 0;
+}
+
+/* The broker came back: issue again what it forgot, once. Persistent
+ * requests it kept itself, under the same cookies. */
 static void reissue_all(pmqos_client *c) {
         uint64_t now = now_monotonic_usec();
+        /* The application's view of the last error is not ours to change from here. */
+        char *saved_error = c->last_error;
+        c->last_error = NULL;
 
+        bool known = mark_kept(c) >= 0;
         for (Entry **p = &c->entries; *p;) {
                 Entry *e = *p;
-                if (e->persistent) {
+                if (e->persistent || (known && e->kept)) {
                         p = &e->next;
                         continue;
                 }
@@ -198,6 +232,8 @@ static void reissue_all(pmqos_client *c) {
                 }
                 p = &e->next;
         }
+        free(c->last_error);
+        c->last_error = saved_error;
 }
 
 void client_emit(pmqos_client *c, pmqos_event event, int32_t usec) {
@@ -244,9 +280,16 @@ _public_ int pmqos_client_new(pmqos_client **ret) {
         pmqos_client *c = calloc(1, sizeof(pmqos_client));
         if (!c)
                 return -ENOMEM;
+        pthread_mutexattr_t attr;
+        pthread_mutexattr_init(&attr);
+        pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+        pthread_mutex_init(&c->lock, &attr);
+        pthread_mutexattr_destroy(&attr);
+        c->wake_fd = -1;
 
         r = sd_bus_open_system(&c->bus);
         if (r < 0) {
+                pthread_mutex_destroy(&c->lock);
                 free(c);
                 return r == -ENOMEM ? r : -EHOSTDOWN;
         }
@@ -270,9 +313,54 @@ _public_ int pmqos_client_new(pmqos_client **ret) {
         return 0;
 }
 
+typedef struct Release {
+        unsigned n_pending;
+} Release;
+
+static int on_released(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Release *rel = userdata;
+        (void) reply, (void) error;
+        rel->n_pending--; /* done or refused (already gone): either way not ours any more */
+        return 0;
+}
+
+/* Ends every request that dies with the connection and waits until the
+ * broker said so: all calls sent at once (one round trip for any number),
+ * the broker answering each after the kernel has the new value. Then
+ * closing the connection loses nothing, and the caller may read the
+ * kernel at once. */
+static void release_all(pmqos_client *c) {
+        Release rel = { 0 };
+        uint64_t deadline = now_monotonic_usec() + RELEASE_TIMEOUT_USEC;
+
+        if (c->broker_gone)
+                return; /* its bounds went with it */
+        for (Entry *e = c->entries; e; e = e->next) {
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+                if (e->persistent || e->deadline_usec > 0)
+                        continue;
+                if (sd_bus_message_new_method_call(c->bus, &m, BUS_NAME, OBJECT_PATH, NATIVE_IFACE, "Cancel") < 0 ||
+                    sd_bus_message_append(m, "u", e->broker_cookie) < 0 ||
+                    sd_bus_call_async(c->bus, NULL, m, on_released, &rel, RELEASE_TIMEOUT_USEC) < 0)
+                        break; /* the connection is gone: so are its requests */
+                rel.n_pending++;
+        }
+        while (rel.n_pending > 0) {
+                int r = sd_bus_process(c->bus, NULL);
+                if (r > 0)
+                        continue;
+                uint64_t now = now_monotonic_usec();
+                if (r < 0 || now >= deadline || sd_bus_wait(c->bus, deadline - now) < 0)
+                        break; /* unreachable: closing the connection is all that is left */
+        }
+}
+
 _public_ pmqos_client *pmqos_client_free(pmqos_client *c) {
         if (!c)
                 return NULL;
+        client_lock(c);
+        client_helper_stop(c, true);
+        release_all(c);
         while (c->entries) {
                 Entry *e = c->entries;
                 c->entries = e->next;
@@ -282,7 +370,11 @@ _public_ pmqos_client *pmqos_client_free(pmqos_client *c) {
         sd_bus_slot_unref(c->latency_slot);
         sd_bus_slot_unref(c->requests_slot);
         sd_bus_flush_close_unref(c->bus);
+        if (c->wake_fd >= 0)
+                close(c->wake_fd);
         free(c->last_error);
+        pthread_mutex_unlock(&c->lock);
+        pthread_mutex_destroy(&c->lock);
         free(c);
         return NULL;
 }
@@ -294,6 +386,7 @@ _public_ const char *pmqos_client_last_error(pmqos_client *c) {
 _public_ int pmqos_client_set_allow_interactive(pmqos_client *c, bool allow) {
         if (!c)
                 return -EINVAL;
+        CLIENT_SCOPE(c);
         c->interactive = allow;
         return 0;
 }
@@ -305,6 +398,7 @@ _public_ int pmqos_request_full(pmqos_client *c, int32_t usec, const char *reaso
 
         if (!c || !ret_cookie || (n_cpus > 0 && !cpus) || (flags & ~(uint64_t) PMQOS_REQUEST_PERSISTENT))
                 return -EINVAL;
+        CLIENT_SCOPE(c);
         r = client_dispatch(c);
         if (r < 0)
                 return r;
@@ -343,6 +437,8 @@ _public_ int pmqos_request_full(pmqos_client *c, int32_t usec, const char *reaso
         e->next = c->entries;
         c->entries = e;
         *ret_cookie = cookie;
+        if (!e->persistent)
+                client_helper_start(c); /* so that a broker restart needs no call of ours */
         return 0;
 }
 
@@ -367,6 +463,7 @@ static int append_cookie(sd_bus_message *m, const void *data) {
 _public_ int pmqos_update(pmqos_client *c, uint32_t cookie, int32_t usec) {
         if (!c)
                 return -EINVAL;
+        CLIENT_SCOPE(c);
         int r = client_dispatch(c);
         if (r < 0)
                 return r;
@@ -386,6 +483,7 @@ _public_ int pmqos_cancel(pmqos_client *c, uint32_t cookie) {
 
         if (!c)
                 return -EINVAL;
+        CLIENT_SCOPE(c);
         int r = client_dispatch(c);
         if (r < 0)
                 return r;
@@ -408,6 +506,7 @@ static int get_property(pmqos_client *c, const char *name, char type, void *ret)
 
         if (!c || !ret)
                 return -EINVAL;
+        CLIENT_SCOPE(c);
         r = client_dispatch(c);
         if (r < 0)
                 return r;
@@ -444,6 +543,7 @@ static int append_floor(sd_bus_message *m, const void *data) {
 _public_ int pmqos_set_minimum_latency(pmqos_client *c, int32_t usec) {
         if (!c)
                 return -EINVAL;
+        CLIENT_SCOPE(c);
         int r = client_dispatch(c);
         if (r < 0)
                 return r;

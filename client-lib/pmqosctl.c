@@ -63,6 +63,9 @@ int connect_broker(pmqos_client **ret) {
         if (r < 0)
                 return broker_error(NULL, "cannot reach pmqosd", r);
         pmqos_client_set_allow_interactive(*ret, arg_ask_password && isatty(STDIN_FILENO));
+        /* Every verb either ends at once or polls the fd itself (hold, monitor):
+         * the library needs no helper thread. */
+        (void) pmqos_client_get_fd(*ret);
         return 0;
 }
 

@@ -153,6 +153,21 @@ class TestFakeSysfs(CpuTestCase):
         self.assertEqual(read(self.sysfs, 1), "100")
 
 
+    def test_restart_readopts_without_a_write(self):
+        c = self.client()
+        self.request(c, 12, [0])
+        path = cpu_file(self.sysfs, 0)
+        written = os.stat(path).st_mtime_ns
+        for sig in (signal.SIGKILL, signal.SIGTERM):
+            self.restart(sig)
+            if sig == signal.SIGKILL:
+                # Its client is still connected: the value stays, not even rewritten.
+                self.assertEqual(os.stat(path).st_mtime_ns, written)
+            self.assertEqual(read(self.sysfs, 0), "12")
+        c.close()
+        self.assert_eventually(lambda: read(self.sysfs, 0) == "0", what="cpu0's original back")
+
+
 class TestRealSysfs(CpuTestCase):
     """This machine's own CPU files, when root and they exist."""
 
@@ -180,6 +195,18 @@ class TestRealSysfs(CpuTestCase):
         c = self.client()
         self.request(c, 41, [self.cpu])
         self.assertEqual(read(REAL_SYSFS, self.cpu), "41")
+        # Its client is still connected: re-adopted, the file never changed.
+        self.restart(signal.SIGKILL)
+        self.assertEqual(read(REAL_SYSFS, self.cpu), "41")
+        c.close()
+        self.assert_eventually(lambda: read(REAL_SYSFS, self.cpu) == self.original, what="the original back")
+        # The client left while pmqosd was down: the next start gives the original back.
+        c = self.client()
+        self.request(c, 42, [self.cpu])
+        self.daemon.proc.send_signal(signal.SIGKILL)
+        self.daemon.proc.wait(60)
+        c.close()
+        self.assertEqual(read(REAL_SYSFS, self.cpu), "42")
         self.restart(signal.SIGKILL)
         self.assertEqual(read(REAL_SYSFS, self.cpu), self.original)
 

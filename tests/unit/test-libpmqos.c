@@ -72,6 +72,21 @@ static void wait_released(pmqos_client *w) {
         ck_assert_int_eq(v, PMQOS_LATENCY_NONE);
 }
 
+/* A process that keeps one CPU busy, so that the broker and the test compete for time. */
+static pid_t start_hog(void) {
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+                for (volatile unsigned long i = 0;; i++)
+                        ;
+        return pid;
+}
+
+static void stop_hog(pid_t pid) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+}
+
 START_TEST(test_free_ends_requests) {
         pmqos_client *c, *w;
         uint32_t a, b;
@@ -81,10 +96,24 @@ START_TEST(test_free_ends_requests) {
         ck_assert_int_eq(pmqos_request(c, 80, &a), 0);
         ck_assert_int_eq(pmqos_request(c, 90, &b), 0);
         ck_assert_kernel_at_most(80);
+        /* The broker confirmed before free returned: nothing to wait for. */
         pmqos_client_free(c);
-        wait_released(w);
         ck_assert_int_eq(kernel_read(), baseline);
+        wait_released(w);
         pmqos_client_free(w);
+
+        /* Again and again, on a busy machine. */
+        int rounds = getenv("PMQOS_TEST_ROUNDS") ? atoi(getenv("PMQOS_TEST_ROUNDS")) : 1000;
+        pid_t hog = start_hog();
+        for (int i = 0; i < rounds; i++) {
+                ck_assert_int_eq(pmqos_client_new(&c), 0);
+                ck_assert_int_eq(pmqos_request(c, 100 + i, &a), 0);
+                ck_assert_int_eq(pmqos_request(c, 200 + i, &b), 0);
+                pmqos_client_free(c);
+                ck_assert_msg(kernel_read() == baseline, "round %d: the kernel is at %d after free", i,
+                              (int) kernel_read());
+        }
+        stop_hog(hog);
 }
 END_TEST
 
@@ -316,12 +345,50 @@ START_TEST(test_survives_broker_restart) {
         ck_assert_kernel_at_most(77);
         ck_assert_int_eq(pmqos_get_latency(c, &v), 0);
         ck_assert_int_eq(v, 77);
-        /* The cookie we were given still works, though the new broker's differs. */
+        /* The broker re-adopted it; the library saw that and issued nothing: once, not twice. */
+        uint32_t n;
+        ck_assert_int_eq(pmqos_get_request_count(c, &n), 0);
+        ck_assert_uint_eq(n, 1);
+        /* The cookie we were given still works. */
         ck_assert_int_eq(pmqos_update(c, cookie, 66), 0);
         ck_assert_kernel_at_most(66);
         ck_assert_int_eq(pmqos_cancel(c, cookie), 0);
         ck_assert_int_eq(kernel_read(), baseline);
         pmqos_client_free(c);
+}
+END_TEST
+
+/* The broker restarts without its runtime record (it was lost): the library
+ * issues the request again by itself, with no call of the application,
+ * exactly once; the old cookie keeps working. */
+START_TEST(test_reissue_without_a_call) {
+        pmqos_client *c, *w = NULL;
+        uint32_t cookie, n = 0;
+        char record[4096];
+
+        ck_assert_int_eq(pmqos_client_new(&c), 0);
+        ck_assert_int_eq(pmqos_request(c, 78, &cookie), 0);
+        pid_t pid = broker_pid();
+        snprintf(record, sizeof(record), "%s/requests", getenv("PMQOS_TEST_RUNTIME_DIR"));
+        ck_assert_int_eq(unlink(record), 0);
+        ck_assert_int_eq(kill(pid, SIGKILL), 0);
+
+        /* Watch from another client; c is left alone. */
+        for (int i = 0; i < 400 && n != 1; i++) {
+                usleep(10000);
+                if (!w && pmqos_client_new(&w) < 0)
+                        continue;
+                if (pmqos_get_request_count(w, &n) < 0 || broker_pid() == pid)
+                        n = 0;
+        }
+        ck_assert_uint_eq(n, 1);
+        ck_assert_kernel_at_most(78);
+        ck_assert_int_eq(pmqos_get_request_count(c, &n), 0);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_int_eq(pmqos_update(c, cookie, 79), 0);
+        pmqos_client_free(c);
+        ck_assert_int_eq(kernel_read(), baseline);
+        pmqos_client_free(w);
 }
 END_TEST
 
@@ -355,6 +422,7 @@ int main(int argc, char *argv[]) {
                 tcase_add_test(tc, test_rich_calls);
                 tcase_add_test(tc, test_events);
                 tcase_add_test(tc, test_survives_broker_restart);
+                tcase_add_test(tc, test_reissue_without_a_call);
         } else if (strcmp(mode, "no-broker") == 0)
                 tcase_add_test(tc, test_no_broker);
         else if (strcmp(mode, "no-bus") == 0)
