@@ -516,6 +516,24 @@ def pmqos_user_uninstall():
         created_pmqos_user = False
 
 
+class cpu_hog:
+    """A process keeping one CPU busy while the with block runs: the broker
+    and the test compete for time, as on a loaded machine."""
+
+    def __enter__(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.kill()
+        self.proc.wait()
+        return False
+
+
+# The "in a row" tests: 1,000 rounds, fewer when a checker slows pmqosd down.
+ROUNDS = 1000 if TIME_SCALE == 1 else 100
+
+
 def proc_status(pid):
     """/proc/PID/status as a dict of its fields."""
     fields = {}

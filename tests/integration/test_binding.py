@@ -22,7 +22,7 @@ sys.path.insert(0, os.environ.get("PMQOS_PYTHONPATH", os.path.join(os.path.dirna
                                                                     "bindings", "python")))
 import pmqos  # noqa: E402
 
-from harness import NOBODY, BrokerTestCase, PrivateBus, main, wait_for  # noqa: E402
+from harness import NOBODY, ROUNDS, BrokerTestCase, PrivateBus, cpu_hog, main, wait_for  # noqa: E402
 
 
 class BindingTestCase(BrokerTestCase):
@@ -59,6 +59,19 @@ class TestClient(BindingTestCase):
         self.assertKernelReleased()
         with self.assertRaises(pmqos.Error):
             c.request(10)
+
+    def test_released_when_close_returns(self):
+        with cpu_hog():
+            for i in range(ROUNDS):
+                with pmqos.hold(66 + i):
+                    pass
+                got = self.kernel.read()
+                self.assertEqual(got, self.kernel.baseline, "round %d: the kernel is at %d after hold" % (i, got))
+            c = pmqos.Client()
+            c.request(70)
+            c.request(71)
+            c.close()
+            self.assertEqual(self.kernel.read(), self.kernel.baseline)
 
     def test_hold(self):
         w = self.client()

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import tempfile
 
-from harness import NOBODY, BrokerTestCase, PrivateBus, main, wait_for
+from harness import NOBODY, ROUNDS, BrokerTestCase, PrivateBus, cpu_hog, main, wait_for
 
 PMQOSCTL = os.environ.get("PMQOSCTL", os.path.join(os.path.dirname(os.environ.get("PMQOSD", "")), "..",
                                                     "client-lib", "pmqosctl"))
@@ -179,6 +179,24 @@ class TestHold(CtlTestCase):
         self.assertEqual(p.wait(10), 0)
         p.stderr.close()
         wait_for(lambda: w.requests() == [], what="release")
+
+    def test_released_when_it_returns(self):
+        # A bound that outlives "pmqosctl hold" would spoil whatever runs next.
+        with cpu_hog():
+            for i in range(ROUNDS):
+                subprocess.run([PMQOSCTL, "hold", str(50 + i), "--", "true"], env=self.bus.env, check=True)
+                got = self.kernel.read()
+                self.assertEqual(got, self.kernel.baseline, "round %d: the kernel is at %d after hold" % (i, got))
+
+    def test_released_when_interrupted(self):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            p = subprocess.Popen([PMQOSCTL, "hold", "38"], env=self.bus.env, stderr=subprocess.PIPE, text=True)
+            self.assertIn("Holding 38 µs", p.stderr.readline())
+            self.assertKernelAtMost(38)
+            p.send_signal(sig)
+            self.assertEqual(p.wait(10), 0)
+            p.stderr.close()
+            self.assertEqual(self.kernel.read(), self.kernel.baseline, "after %s" % signal.Signals(sig).name)
 
     def test_hold_refused(self):
         proc = self.ctl("hold", "10", "--", "true", uid=NOBODY, check=1)
