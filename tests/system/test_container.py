@@ -362,5 +362,148 @@ else echo "PROBE inet-refused"; fi
         self.assertEqual(bad, [3])
 
 
+SAMPLER = r"""
+/* Reads the device every 100 µs until SIGTERM; prints samples, samples
+ * above the bound given, and the longest gap between two samples (µs). */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+static volatile sig_atomic_t stop;
+static void on_term(int sig) { (void) sig; stop = 1; }
+int main(int argc, char **argv) {
+        int32_t bound = atoi(argv[1]), v;
+        long n = 0, above = 0, max_gap = 0;
+        struct timespec prev, now, pause = { 0, 100000 };
+        int fd = open("/dev/cpu_dma_latency", O_RDONLY);
+        if (fd < 0) return 1;
+        signal(SIGTERM, on_term);
+        clock_gettime(CLOCK_MONOTONIC, &prev);
+        printf("started\n");
+        fflush(stdout);
+        while (!stop) {
+                if (pread(fd, &v, 4, 0) == 4) { n++; if (v > bound) above++; }
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                long gap = (now.tv_sec - prev.tv_sec) * 1000000L + (now.tv_nsec - prev.tv_nsec) / 1000;
+                if (gap > max_gap) max_gap = gap;
+                prev = now;
+                nanosleep(&pause, NULL);
+        }
+        printf("%ld %ld %ld\n", n, above, max_gap);
+        return 0;
+}
+"""
+
+HOLDER = """
+import sys
+import dbus
+bus = dbus.SystemBus()
+qos = dbus.Interface(bus.get_object("org.freedesktop.PMQoS", "/org/freedesktop/PMQoS"), "org.freedesktop.UPower.QoS")
+print(int(qos.RequestLatency("cpu_dma", int(sys.argv[1]), False)), flush=True)
+sys.stdin.readline()
+"""
+
+
+class TestRestartSurvival(SystemTestCase):
+    """A plain python-dbus client's connection-bound request across 20
+    restarts and 20 kill -9, watched on the host every 100 µs."""
+
+    def holder(self, usec):
+        p = subprocess.Popen(["nsenter", "-t", str(self.c.pid1), "-a", "/usr/bin/python3", "-c", HOLDER, str(usec)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        cookie = p.stdout.readline().strip()
+        self.assertTrue(cookie.isdigit(), "the holder got no cookie")
+        return p, cookie
+
+    def release(self, holder):
+        holder.stdin.close()
+        holder.wait(10)
+        holder.stdout.close()
+
+    def sampler(self, bound):
+        src = os.path.join(self.c.work, "sampler.c")
+        exe = os.path.join(self.c.work, "sampler")
+        if not os.path.exists(exe):
+            with open(src, "w") as f:
+                f.write(SAMPLER)
+            subprocess.run(["cc", "-O2", "-o", exe, src], check=True)
+        p = subprocess.Popen([exe, str(bound)], stdout=subprocess.PIPE, text=True)
+        self.assertEqual(p.stdout.readline().strip(), "started")
+        self.addCleanup(p.stdout.close)
+        return p
+
+    def listed(self, cookie):
+        return re.search(r"\b%s\b" % cookie, self.busctl(QOS, "GetLatencyRequests").stdout) is not None
+
+    def test_restarts_and_crashes_are_invisible(self):
+        self.start()
+        holder, cookie = self.holder(44)
+        self.assertLessEqual(kernel(), 44)
+        sampler = self.sampler(44)
+        try:
+            for i in range(40):
+                pid = self.main_pid()
+                # 40 starts in a row are more than the default start rate limit lets through.
+                self.c.sh("systemctl reset-failed pmqosd")
+                if i < 20:
+                    self.c.sh("systemctl restart pmqosd", check=True)
+                else:
+                    self.c.sh("kill -9 %d" % pid)
+                    wait_for(lambda: self.c.sh("systemctl is-active pmqosd; systemctl show -P MainPID pmqosd")
+                             .stdout.split() not in (["active", str(pid)],) and
+                             self.c.sh("systemctl is-active pmqosd").stdout.strip() == "active", timeout=30,
+                             interval=0.01, what="systemd to restart pmqosd")
+                self.assertNotEqual(self.main_pid(), pid)
+                self.assertTrue(self.listed(cookie), "round %d: the cookie is gone:\n%s" % (i, self.journal()))
+        finally:
+            sampler.send_signal(signal.SIGTERM)
+            n, above, max_gap = (int(x) for x in sampler.communicate(timeout=10)[0].split())
+        sys.stderr.write("sampler: %d samples, %d above 44 µs, longest gap between samples %d µs\n"
+                         % (n, above, max_gap))
+        self.assertGreater(n, 1000)
+        self.assertEqual(above, 0, "the kernel lost the bound during a restart")
+        journal = self.journal()
+        self.assertIn("Took /dev/cpu_dma_latency back from the service manager", journal)
+        self.assertIn("Re-adopted 1 request(s)", journal)
+
+        # The client leaves: its request ends, as with one broker all along.
+        self.release(holder)
+        wait_for(lambda: kernel() == self.baseline, timeout=5, interval=0.01, what="the request to end")
+        self.assertFalse(self.listed(cookie))
+
+    def test_stop_releases_everything(self):
+        self.start()
+        holder, cookie = self.holder(45)
+        try:
+            self.c.sh("systemctl restart pmqosd", check=True)  # the store holds the descriptor now
+            self.assertLessEqual(kernel(), 45)
+            self.c.sh("systemctl stop pmqosd", check=True)
+            t0 = time.monotonic()
+            wait_for(lambda: kernel() == self.baseline, timeout=5, interval=0.001, what="the bound to go")
+            released = time.monotonic() - t0
+            sys.stderr.write("stop: the kernel at the default %.1f ms after systemctl stop returned\n"
+                             % (released * 1000))
+            self.assertLess(released, 0.1)
+            # Nothing comes back at the next start: a stop is not a restart.
+            self.start()
+            self.assertFalse(self.listed(cookie))
+            self.assertEqual(kernel(), self.baseline)
+        finally:
+            self.release(holder)
+
+    def test_runtime_record_is_private(self):
+        self.start()
+        holder, cookie = self.holder(46)
+        try:
+            out = self.c.sh("stat -c '%U %a' /run/pmqos /run/pmqos/requests", check=True).stdout.split("\n")
+            self.assertEqual(out[:2], ["pmqos 700", "pmqos 600"])
+            self.assertIn("add sender=", self.c.sh("cat /run/pmqos/requests").stdout)
+        finally:
+            self.release(holder)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Unit tests of the runtime record's format: a log replayed into the live
+ * requests, a write cut short, and the records that must be refused whole. */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime-format.h"
+#include "unit.h"
+
+#define BUS "0123456789abcdef0123456789abcdef"
+
+static Request *make(Store *s, int32_t value, int64_t expires, const char *reason) {
+        Request *r = request_new(s);
+        r->value = value;
+        r->uid = 1000;
+        r->pid = 4242;
+        r->created_usec = 1796014274123456;
+        r->expires_usec = expires;
+        r->exec = shared_string_new("/usr/bin/ardour --session=a b");
+        r->reason = reason[0] ? strdup(reason) : NULL;
+        return r;
+}
+
+static int parse_text(const char *text, RuntimeData *d, char *err) {
+        return runtime_parse(text, strlen(text), d, err, 256);
+}
+
+START_TEST(test_replay) {
+        Store s;
+        RequestOwner o = { .name = ":1.42" };
+        TextBuffer b = {};
+        RuntimeData d;
+        char err[256];
+
+        store_init(&s, 3);
+        Request *a = make(&s, 50, 0, "recording 100% = ok");
+        Request *t = make(&s, 70, 1796014999000000, "");
+        Request *gone = make(&s, 10, 0, "");
+        uint32_t cpus[] = { 2, 0 };
+        ck_assert_int_eq(request_set_cpus(t, cpus, 2), 0);
+        ck_assert_int_eq(store_add(&s, a, &o), 0);
+        ck_assert_int_eq(store_add(&s, t, &o), 0);
+        ck_assert_int_eq(store_add(&s, gone, &o), 0);
+
+        runtime_format_header(&b, BUS);
+        runtime_format_add(&b, a);
+        runtime_format_add(&b, t);
+        runtime_format_add(&b, gone);
+        runtime_format_value(&b, a->cookie, 45);
+        runtime_format_remove(&b, gone->cookie);
+        runtime_format_detach(&b, t->cookie);
+        ck_assert(!b.oom);
+
+        ck_assert_int_eq(runtime_parse(b.data, b.len, &d, err, sizeof(err)), 0);
+        ck_assert_str_eq(d.bus_id, BUS);
+        ck_assert_uint_eq(d.n_entries, 2);
+        ck_assert_uint_eq(d.entries[0].request->cookie, a->cookie);
+        ck_assert_int_eq(d.entries[0].request->value, 45);
+        ck_assert_str_eq(d.entries[0].sender, ":1.42");
+        ck_assert_str_eq(d.entries[0].request->reason, "recording 100% = ok");
+        ck_assert_str_eq(request_exec(d.entries[0].request), "/usr/bin/ardour --session=a b");
+        ck_assert(!d.entries[0].request->persistent);
+        ck_assert_uint_eq(d.entries[1].request->cookie, t->cookie);
+        ck_assert_str_eq(d.entries[1].sender, "");
+        ck_assert_int_eq(d.entries[1].request->expires_usec, 1796014999000000);
+        ck_assert_uint_eq(d.entries[1].request->n_cpus, 2);
+        ck_assert_uint_eq(d.entries[1].request->cpus[0], 0);
+        runtime_data_done(&d);
+
+        /* A write cut short by a crash: the last change never happened. */
+        b.data[b.len - 3] = 0;
+        ck_assert_int_eq(runtime_parse(b.data, b.len - 3, &d, err, sizeof(err)), 0);
+        ck_assert_str_eq(d.entries[1].sender, ":1.42");
+        runtime_data_done(&d);
+
+        free(b.data);
+        store_done(&s);
+}
+END_TEST
+
+START_TEST(test_refused_whole) {
+        static const struct {
+                const char *text, *why;
+        } bad[] = {
+                { "", "no header" },
+                { "pmqos-runtime 2\nbus " BUS "\n", "version" },
+                { "pmqos-runtime 1\n", "no header and bus" },
+                { "pmqos-runtime 1\nbus 0123\n", "bus line" },
+                { "pmqos-runtime 1\nbus " BUS "\nremove 5\n", "not live" },
+                { "pmqos-runtime 1\nbus " BUS "\nvalue 5 7\n", "not live" },
+                { "pmqos-runtime 1\nbus " BUS "\nadd cookie=5\n", "without a sender" },
+                { "pmqos-runtime 1\nbus " BUS "\nadd sender=1.5 cookie=5 type=cpu_dma value=1 uid=0 pid=1 "
+                  "created=1 expires=0 cpus= exec= reason=\n",
+                  "invalid sender" },
+                { "pmqos-runtime 1\nbus " BUS "\nadd sender=:1.5;rm cookie=5 type=cpu_dma value=1 uid=0 pid=1 "
+                  "created=1 expires=0 cpus= exec= reason=\n",
+                  "invalid sender" },
+                { "pmqos-runtime 1\nbus " BUS "\nadd sender=:1.5 cookie=5 type=cpu_dma value=1 uid=0 pid=1 "
+                  "created=1 expires=0 cpus= exec= reason=\n"
+                  "add sender=:1.5 cookie=5 type=cpu_dma value=1 uid=0 pid=1 created=1 expires=0 cpus= exec= "
+                  "reason=\n",
+                  "live cookie" },
+                { "pmqos-runtime 1\nbus " BUS "\nadd sender=:1.5 cookie=5 type=cpu_dma value=1 uid=0 pid=1 "
+                  "created=1 expires=0 cpus= exec= reason=\nvalue 5 -2\n",
+                  "invalid value" },
+                { "pmqos-runtime 1\nbus " BUS "\nadd sender=:1.5 cookie=5 type=cpu_dma value=1 uid=0 pid=1 "
+                  "created=1 expires=0 cpus= exec= reason=\nremove 5 extra\n",
+                  "trailing" },
+                { "pmqos-runtime 1\nbus " BUS "\nfloor 5\n", "unknown record" },
+        };
+        RuntimeData d;
+        char err[256];
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                ck_assert_int_eq(parse_text(bad[i].text, &d, err), -EBADMSG);
+                ck_assert_msg(strstr(err, bad[i].why), "case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].why);
+        }
+        char nul[] = "pmqos-runtime 1\nbus " BUS "\n\0\n";
+        ck_assert_int_eq(runtime_parse(nul, sizeof(nul) - 1, &d, err, sizeof(err)), -EBADMSG);
+
+        /* Removed, then added again under the same cookie: fine. */
+        ck_assert_int_eq(parse_text("pmqos-runtime 1\nbus " BUS "\n"
+                                    "add sender=:1.5 cookie=5 type=cpu_dma value=1 uid=0 pid=1 created=1 expires=0 "
+                                    "cpus= exec= reason=\nremove 5\n"
+                                    "add sender=:1.6 cookie=5 type=cpu_dma value=2 uid=0 pid=1 created=1 expires=0 "
+                                    "cpus= exec= reason=\n",
+                                    &d, err),
+                         0);
+        ck_assert_uint_eq(d.n_entries, 1);
+        ck_assert_str_eq(d.entries[0].sender, ":1.6");
+        runtime_data_done(&d);
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("runtime-format");
+        TCase *tc = tcase_create("runtime-format");
+        tcase_add_test(tc, test_replay);
+        tcase_add_test(tc, test_refused_whole);
+        suite_add_tcase(s, tc);
+        return unit_run(s, CK_FORK_GETENV);
+}
