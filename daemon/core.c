@@ -56,7 +56,7 @@ int core_init(Core *c, const CoreConfig *config) {
 }
 
 void core_done(Core *c) {
-        if (c->cpus.n_originals > 0) {
+        if (c->cpus.n_originals > 0 && !c->keep_cpus) {
                 int r = cpu_sink_restore_all(&c->cpus);
                 if (r < 0)
                         log_error("Cannot restore every CPU's pm_qos_resume_latency_us: %s", strerror(-r));

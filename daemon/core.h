@@ -43,6 +43,7 @@ typedef struct Core {
         RuntimeRecord record;
         RuntimeData adoptable; /* what the previous run recorded, until core_start() */
         bool device_adopted;   /* the device descriptor came from the service manager */
+        bool keep_cpus;        /* core_done() leaves per-CPU bounds for the next run (a restart) */
         int32_t admin_floor;   /* set over the bus, persisted; PMQOS_LATENCY_NONE if unset */
         int32_t default_floor; /* from the configuration; PMQOS_LATENCY_NONE if unset */
         int32_t effective;     /* what the device was last given, as the API reports it */
@@ -55,8 +56,9 @@ typedef struct Core {
  * CPU's file (this needs root). Logs why on failure; core_done() applies
  * either way. */
 int core_init(Core *c, const CoreConfig *config);
-/* Gives every CPU back what it had and saves what is unsaved; the device
- * request goes with its descriptor. */
+/* Gives every CPU back what it had (unless keep_cpus: a restart, whose next
+ * run re-adopts them from the originals saved in the state file) and saves
+ * what is unsaved; the device request goes with its descriptor. */
 void core_done(Core *c);
 
 /* Loads persistent requests and the floor, takes over what the previous run

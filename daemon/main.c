@@ -351,6 +351,9 @@ static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **r
                 return r;
         }
         r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
+        /* Still open after the loop ends: restart_pending() asks over it. */
+        if (r >= 0)
+                r = sd_bus_set_close_on_exit(bus, false);
         if (r >= 0)
                 r = sd_bus_match_signal(bus, NULL, "org.freedesktop.DBus.Local", "/org/freedesktop/DBus/Local",
                                         "org.freedesktop.DBus.Local", "Disconnected", on_bus_disconnected, event);
@@ -444,6 +447,44 @@ static void store_device_fd(Manager *m, const CoreConfig *core) {
                             core->device, r < 0 ? strerror(-r) : "not supported");
 }
 
+/* Whether the service manager stops us only to start us again (systemctl
+ * restart, a package upgrade): our unit's pending job is a restart. Asked
+ * with a short timeout: a stop must never wait on it. */
+static bool restart_pending(sd_bus *bus) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *job = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+        _cleanup_(freep) char *type = NULL;
+        const char *unit, *job_path;
+        uint32_t id;
+        int r;
+
+        if (!getenv("NOTIFY_SOCKET") || sd_bus_set_method_call_timeout(bus, 1000000) < 0)
+                return false;
+        r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", "GetUnitByPID", &e, &reply, "u",
+                               (uint32_t) getpid());
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "o", &unit);
+        if (r >= 0)
+                r = sd_bus_get_property(bus, "org.freedesktop.systemd1", unit, "org.freedesktop.systemd1.Unit", "Job",
+                                        &e, &job, "(uo)");
+        if (r >= 0)
+                r = sd_bus_message_read(job, "(uo)", &id, &job_path);
+        if (r >= 0 && strcmp(job_path, "/") == 0)
+                return false; /* no job: a plain SIGTERM */
+        if (r >= 0)
+                r = sd_bus_get_property_string(bus, "org.freedesktop.systemd1", job_path,
+                                               "org.freedesktop.systemd1.Job", "JobType", &e, &type);
+        if (r < 0) {
+                log_warning("Cannot ask the service manager whether this is a restart: %s; giving per-CPU values "
+                            "back.",
+                            e.message ?: strerror(-r));
+                return false;
+        }
+        return strstr(type, "restart") != NULL; /* restart, try-restart, reload-or-restart */
+}
+
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
@@ -520,6 +561,11 @@ static int run(int argc, char *argv[]) {
         (void) sd_notify(false, "READY=1");
         r = sd_event_loop(event);
         (void) sd_notify(false, "STOPPING=1");
+        /* Per-CPU values persist in sysfs: across a restart they stay, like the device's bound in the store. */
+        if (r == 0 && restart_pending(bus)) {
+                m->core.keep_cpus = true;
+                log_info("Restarting: per-CPU bounds stay in place for the next run.");
+        }
         m = manager_free(m); /* per-CPU values restored before the bus goes */
         if (r < 0) {
                 log_error("Event loop failed: %s", strerror(-r));

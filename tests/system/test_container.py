@@ -363,13 +363,16 @@ else echo "PROBE inet-refused"; fi
 
 
 SAMPLER = r"""
-/* Reads the device every 100 µs until SIGTERM; prints samples, samples
- * above the bound given, and the longest gap between two samples (µs). */
+/* Reads the device (or, given a third argument, a sysfs file as text) every
+ * 100 µs until SIGTERM; prints samples, samples above the bound given (for
+ * the file: not equal to that text), and the longest gap between two
+ * samples (µs). */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 static volatile sig_atomic_t stop;
@@ -378,14 +381,19 @@ int main(int argc, char **argv) {
         int32_t bound = atoi(argv[1]), v;
         long n = 0, above = 0, max_gap = 0;
         struct timespec prev, now, pause = { 0, 100000 };
-        int fd = open("/dev/cpu_dma_latency", O_RDONLY);
+        const char *text = argc > 2 ? argv[1] : NULL;
+        char buf[32];
+        int fd = open(argc > 2 ? argv[2] : "/dev/cpu_dma_latency", O_RDONLY);
         if (fd < 0) return 1;
         signal(SIGTERM, on_term);
         clock_gettime(CLOCK_MONOTONIC, &prev);
         printf("started\n");
         fflush(stdout);
         while (!stop) {
-                if (pread(fd, &v, 4, 0) == 4) { n++; if (v > bound) above++; }
+                if (text) {
+                        ssize_t k = pread(fd, buf, sizeof(buf) - 1, 0);
+                        if (k > 0) { buf[k] = 0; buf[strcspn(buf, "\n")] = 0; n++; if (strcmp(buf, text)) above++; }
+                } else if (pread(fd, &v, 4, 0) == 4) { n++; if (v > bound) above++; }
                 clock_gettime(CLOCK_MONOTONIC, &now);
                 long gap = (now.tv_sec - prev.tv_sec) * 1000000L + (now.tv_nsec - prev.tv_nsec) / 1000;
                 if (gap > max_gap) max_gap = gap;
@@ -401,8 +409,13 @@ HOLDER = """
 import sys
 import dbus
 bus = dbus.SystemBus()
-qos = dbus.Interface(bus.get_object("org.freedesktop.PMQoS", "/org/freedesktop/PMQoS"), "org.freedesktop.UPower.QoS")
-print(int(qos.RequestLatency("cpu_dma", int(sys.argv[1]), False)), flush=True)
+obj = bus.get_object("org.freedesktop.PMQoS", "/org/freedesktop/PMQoS")
+if len(sys.argv) > 2:  # a per-CPU bound, through the native interface
+    cookie = dbus.Interface(obj, "org.freedesktop.PMQoS").Request(
+        "cpu_dma", int(sys.argv[1]), {"cpus": dbus.Array([dbus.UInt32(int(sys.argv[2]))], signature="u")})
+else:
+    cookie = dbus.Interface(obj, "org.freedesktop.UPower.QoS").RequestLatency("cpu_dma", int(sys.argv[1]), False)
+print(int(cookie), flush=True)
 sys.stdin.readline()
 """
 
@@ -411,8 +424,9 @@ class TestRestartSurvival(SystemTestCase):
     """A plain python-dbus client's connection-bound request across 20
     restarts and 20 kill -9, watched on the host every 100 µs."""
 
-    def holder(self, usec):
-        p = subprocess.Popen(["nsenter", "-t", str(self.c.pid1), "-a", "/usr/bin/python3", "-c", HOLDER, str(usec)],
+    def holder(self, usec, cpu=None):
+        p = subprocess.Popen(["nsenter", "-t", str(self.c.pid1), "-a", "/usr/bin/python3", "-c", HOLDER, str(usec)]
+                             + ([str(cpu)] if cpu is not None else []),
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         cookie = p.stdout.readline().strip()
         self.assertTrue(cookie.isdigit(), "the holder got no cookie")
@@ -423,14 +437,14 @@ class TestRestartSurvival(SystemTestCase):
         holder.wait(10)
         holder.stdout.close()
 
-    def sampler(self, bound):
+    def sampler(self, bound, path=None):
         src = os.path.join(self.c.work, "sampler.c")
         exe = os.path.join(self.c.work, "sampler")
         if not os.path.exists(exe):
             with open(src, "w") as f:
                 f.write(SAMPLER)
             subprocess.run(["cc", "-O2", "-o", exe, src], check=True)
-        p = subprocess.Popen([exe, str(bound)], stdout=subprocess.PIPE, text=True)
+        p = subprocess.Popen([exe, str(bound)] + ([path] if path else []), stdout=subprocess.PIPE, text=True)
         self.assertEqual(p.stdout.readline().strip(), "started")
         self.addCleanup(p.stdout.close)
         return p
@@ -473,6 +487,40 @@ class TestRestartSurvival(SystemTestCase):
         self.release(holder)
         wait_for(lambda: kernel() == self.baseline, timeout=5, interval=0.01, what="the request to end")
         self.assertFalse(self.listed(cookie))
+
+    def test_per_cpu_bound_holds_through_restarts(self):
+        path = "/sys/devices/system/cpu/cpu0/power/pm_qos_resume_latency_us"
+        with open(path) as f:
+            original = f.read().strip()
+        self.start()
+        holder, cookie = self.holder(23, cpu=0)
+        try:
+            sampler = self.sampler("23", path)
+            try:
+                for i in range(10):
+                    self.c.sh("systemctl reset-failed pmqosd")
+                    if i % 2 == 0:
+                        self.c.sh("systemctl restart pmqosd", check=True)
+                    else:
+                        pid = self.main_pid()
+                        self.c.sh("kill -9 %d" % pid)
+                        wait_for(lambda: self.c.sh("systemctl show -P MainPID pmqosd").stdout.strip()
+                                 not in ("0", "", str(pid)) and
+                                 self.c.sh("systemctl is-active pmqosd").stdout.strip() == "active",
+                                 timeout=30, interval=0.01, what="systemd to restart pmqosd")
+                    self.assertTrue(self.listed(cookie), "round %d" % i)
+            finally:
+                sampler.send_signal(signal.SIGTERM)
+                n, changed, max_gap = (int(x) for x in sampler.communicate(timeout=10)[0].split())
+            sys.stderr.write("cpu0 sampler: %d samples, %d not 23, longest gap %d µs\n" % (n, changed, max_gap))
+            self.assertEqual(changed, 0, "cpu0's bound lapsed during a restart:\n" + self.journal())
+            self.assertIn("Restarting: per-CPU bounds stay in place", self.journal())
+            # A stop gives cpu0 its value back.
+            self.c.sh("systemctl stop pmqosd", check=True)
+            with open(path) as f:
+                self.assertEqual(f.read().strip(), original)
+        finally:
+            self.release(holder)
 
     def test_stop_releases_everything(self):
         self.start()
