@@ -24,15 +24,22 @@
  *    itself is absent; -EIO the broker could not write to the kernel;
  *    -ENOMEM out of memory.
  *  - Latencies are in microseconds, 0 … 2000000000; -1 means "no bound".
- *  - Threads: there is no global state. One pmqos_client may be used by one
- *    thread at a time; different clients may be used from different threads.
+ *  - Threads: there is no global state. Calls on one pmqos_client are
+ *    serialized by its own lock; different clients never meet. Never free a
+ *    client from its own callback, nor use it in a child after fork().
  *  - Lifetime: requests made with pmqos_request() and pmqos_request_full()
  *    (without a timeout or PMQOS_REQUEST_PERSISTENT) last as long as the
  *    client: pmqos_client_free(), exit or a crash end them.
- *  - Broker restarts: if pmqosd restarts, the library issues the client's
- *    live requests again; the cookies it returned keep working. This happens
- *    the next time the client is used, or at once if the application watches
- *    pmqos_client_get_fd() and calls pmqos_client_process().
+ *    pmqos_client_free() returns only once the broker confirmed they are
+ *    gone (one round trip; at most 5 s if the broker does not answer).
+ *  - Broker restarts: pmqosd re-adopts the requests of clients that stay
+ *    connected. The library checks the new broker's listing and issues
+ *    again only what it lacks (a stop and start); the cookies it returned
+ *    keep working. No call of the application is needed: until the
+ *    application calls pmqos_client_get_fd(), a client holding such a
+ *    request has a helper thread (signals blocked) serving its connection;
+ *    event callbacks may then run on that thread. Once the application
+ *    polls the fd, pmqos_client_process() does the same work.
  *
  * Build with: pkg-config --cflags --libs pmqos
  */
@@ -56,7 +63,8 @@ typedef struct pmqos_client pmqos_client;
 int pmqos_client_new(pmqos_client **ret);
 
 /* Disconnects: every request made through c that is neither persistent nor
- * timed ends. NULL-safe. Returns NULL. */
+ * timed ends, and the broker has confirmed it (and so the kernel has it)
+ * when this returns. NULL-safe. Returns NULL. */
 pmqos_client *pmqos_client_free(pmqos_client *c);
 
 /* Asks that every CPU wake within usec µs (0 … PMQOS_LATENCY_MAX, or
@@ -148,6 +156,8 @@ int pmqos_client_set_event_callback(pmqos_client *c, pmqos_event_callback callba
 
 /* An fd to poll for the events in pmqos_client_get_events() (POLLIN, …);
  * when it is ready, call pmqos_client_process(). The fd belongs to c.
+ * Asking for it says the application serves c from now on: the library's
+ * helper thread ends.
  * The loop is: pmqos_client_process(); poll(fd, pmqos_client_get_events());
  * get_events() is 0 only when messages are already queued, so process first. */
 int pmqos_client_get_fd(pmqos_client *c);

@@ -22,8 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <systemd/sd-bus.h>
 #include <time.h>
@@ -58,6 +61,7 @@ typedef struct Row {
 static Row rows[16];
 static int n_rows;
 static char tmpdir[256];
+static char runtime_dir[300]; /* on a tmpfs, as /run is under systemd */
 static char bus_address[512];
 static pid_t bus_pid, daemon_pid, reference_pid;
 static int32_t kernel_baseline;
@@ -119,6 +123,9 @@ static void start_bus(void) {
         if (!mkdtemp(tmpdir))
                 die("mkdtemp", errno);
         chmod(tmpdir, 0755);
+        snprintf(runtime_dir, sizeof(runtime_dir), "/dev/shm/pmqos-bench-run-XXXXXX");
+        if (!mkdtemp(runtime_dir))
+                snprintf(runtime_dir, sizeof(runtime_dir), "%s/run", tmpdir); /* no /dev/shm: on disk, slower */
         snprintf(sock, sizeof(sock), "%s/bus", tmpdir);
         snprintf(conf, sizeof(conf), "%s/bus.conf", tmpdir);
         snprintf(policy_dir, sizeof(policy_dir), "%s/system.d", tmpdir);
@@ -161,20 +168,106 @@ static sd_bus *connect_bus(void) {
         return bus;
 }
 
-static void start_daemon(const Config *c) {
+/* ---- pmqosd, started as a service manager would ---- */
+
+/* The bench plays systemd's part for the restart rows: a notification
+ * socket (READY=1, FDSTORE=1 with the device's descriptor) and LISTEN_FDS. */
+static int notify_fd = -1;
+static int stored_fd = -1; /* what pmqosd handed over with FDSTORE=1 */
+static char notify_path[300];
+
+static void open_notify(void) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        snprintf(notify_path, sizeof(notify_path), "%s/notify", tmpdir);
+        size_t len = strlen(notify_path);
+        if (len >= sizeof(sa.sun_path))
+                die("notification socket path too long", ENAMETOOLONG);
+        memcpy(sa.sun_path, notify_path, len + 1);
+        notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (notify_fd < 0 || bind(notify_fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                die("bind the notification socket", errno);
+        int one = 1;
+        (void) setsockopt(notify_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+}
+
+/* Handles one notification if there is one; returns 1 for READY=1. */
+static int read_notification(void) {
+        char buf[4096], control[CMSG_SPACE(sizeof(int) * 4) + CMSG_SPACE(sizeof(struct ucred))];
+        struct iovec iov = { buf, sizeof(buf) - 1 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                             .msg_controllen = sizeof(control) };
+        ssize_t n = recvmsg(notify_fd, &mh, MSG_CMSG_CLOEXEC);
+        if (n < 0)
+                return 0;
+        buf[n] = 0;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+                if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+                        int fd;
+                        memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+                        if (strstr(buf, "FDSTORE=1") && stored_fd < 0)
+                                stored_fd = fd;
+                        else
+                                close(fd);
+                }
+        return strstr(buf, "READY=1") != NULL;
+}
+
+typedef struct DaemonOptions {
+        bool no_record;  /* --runtime-dir "" */
+        bool notify;     /* NOTIFY_SOCKET */
+        int listen_fd;   /* given back as LISTEN_FDS, or -1 */
+} DaemonOptions;
+
+static pid_t spawn_daemon(const Config *c, const DaemonOptions *o) {
         char state[300], log[300];
         snprintf(state, sizeof(state), "%s/state", tmpdir);
         snprintf(log, sizeof(log), "%s/pmqosd.log", tmpdir);
-        daemon_pid = fork();
-        if (daemon_pid < 0)
+        pid_t pid = fork();
+        if (pid < 0)
                 die("fork", errno);
-        if (daemon_pid == 0) {
-                int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (pid == 0) {
+                int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
                 dup2(fd, 1);
                 dup2(fd, 2);
-                execl(c->pmqosd, c->pmqosd, "--device", c->device, "--state-dir", state, (char *) NULL);
+                if (o->notify)
+                        setenv("NOTIFY_SOCKET", notify_path, 1);
+                if (o->listen_fd >= 0) {
+                        char spid[32];
+                        dup2(o->listen_fd, 3);
+                        snprintf(spid, sizeof(spid), "%d", (int) getpid());
+                        setenv("LISTEN_PID", spid, 1);
+                        setenv("LISTEN_FDS", "1", 1);
+                        setenv("LISTEN_FDNAMES", "cpu_dma_latency", 1);
+                }
+                execl(c->pmqosd, c->pmqosd, "--device", c->device, "--state-dir", state, "--runtime-dir",
+                      o->no_record ? "" : runtime_dir, (char *) NULL);
                 _exit(127);
         }
+        return pid;
+}
+
+/* Until READY=1; returns the ns it took from now. */
+static uint64_t wait_ready(void) {
+        uint64_t t0 = now_ns();
+        while (now_ns() - t0 < 30ull * 1000000000u) {
+                struct pollfd p = { .fd = notify_fd, .events = POLLIN };
+                if (poll(&p, 1, 100) > 0 && read_notification())
+                        return now_ns() - t0;
+                if (waitpid(daemon_pid, NULL, WNOHANG) == daemon_pid)
+                        die("pmqosd exited before READY=1", EIO);
+        }
+        die("pmqosd did not say READY=1", ETIMEDOUT);
+        return 0;
+}
+
+static void stop_daemon(void) {
+        kill(daemon_pid, SIGTERM);
+        waitpid(daemon_pid, NULL, 0);
+        daemon_pid = 0;
+}
+
+static void start_daemon(const Config *c) {
+        daemon_pid = spawn_daemon(c, &(DaemonOptions){ .listen_fd = -1 });
         sd_bus *bus = connect_bus();
         for (int i = 0; i < 1000; i++) {
                 if (sd_bus_call_method(bus, BUS_NAME, PATH, "org.freedesktop.DBus.Peer", "Ping", NULL, NULL, "") >= 0) {
@@ -289,8 +382,8 @@ static void stop_all(void) {
         }
         if (bus_pid > 0)
                 kill(bus_pid, SIGTERM);
-        char cmd[300];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s %s", tmpdir, runtime_dir);
         if (system(cmd) != 0)
                 fprintf(stderr, "pmqos-bench: could not remove %s\n", tmpdir);
 }
@@ -453,11 +546,15 @@ static void measure_pairs(const Config *c, sd_bus *bus, double *ret_floor_us, do
         free(refs);
 }
 
+static void drain_notifications(void);
+
 static void hold_many(sd_bus **conns, int n_conns, int per_conn, int32_t base) {
         for (int i = 0; i < n_conns; i++) {
                 conns[i] = connect_bus();
-                for (int k = 0; k < per_conn; k++)
+                for (int k = 0; k < per_conn; k++) {
                         request(conns[i], base + i * per_conn + k);
+                        drain_notifications(); /* STATUS= after each change */
+                }
         }
 }
 
@@ -654,6 +751,163 @@ static void count_writes(const Config *c, sd_bus *bus, long *ret_writes, long *r
 }
 
 /* Every figure after the request path: they load the broker and the bus. */
+/* ---- restarts ---- */
+
+static uint32_t request_count(void) {
+        sd_bus *bus = connect_bus();
+        uint32_t n = 0;
+        int r = sd_bus_get_property_trivial(bus, BUS_NAME, PATH, NATIVE, "RequestCount", NULL, 'u', &n);
+        sd_bus_flush_close_unref(bus);
+        if (r < 0)
+                die("read RequestCount", r);
+        return n;
+}
+
+/* A notification socket nobody reads fills up, and then pmqosd blocks in
+ * sd_notify() (systemd always reads): read what has come. */
+static void drain_notifications(void) {
+        while (notify_fd >= 0 && read_notification() >= 0) {
+                struct pollfd p = { .fd = notify_fd, .events = POLLIN };
+                if (poll(&p, 1, 0) <= 0)
+                        return;
+        }
+}
+
+static void wait_pingable(void) {
+        sd_bus *bus = connect_bus();
+        for (int i = 0; i < 1000; i++) {
+                if (sd_bus_call_method(bus, BUS_NAME, PATH, "org.freedesktop.DBus.Peer", "Ping", NULL, NULL, "") >= 0) {
+                        sd_bus_flush_close_unref(bus);
+                        return;
+                }
+                usleep(10000);
+        }
+        die("pmqosd did not come up", ETIMEDOUT);
+}
+
+static void restart_with(const Config *c, const DaemonOptions *o) {
+        if (daemon_pid > 0)
+                stop_daemon();
+        daemon_pid = spawn_daemon(c, o);
+        if (o->notify)
+                (void) wait_ready();
+        else
+                wait_pingable();
+}
+
+/* The runtime record's price: request+cancel pairs with it and without it,
+ * pmqosd restarted between slices (one of them owns the name at a time). */
+static void measure_record(const Config *c) {
+        int slices = c->quick ? 2 : 6, per = c->pairs / slices;
+        uint64_t *with = calloc((size_t) (per * slices), sizeof(uint64_t));
+        uint64_t *without = calloc((size_t) (per * slices), sizeof(uint64_t));
+        if (!with || !without)
+                die("allocate samples", ENOMEM);
+
+        for (int s = 0; s < slices; s++)
+                for (int mode = 0; mode < 2; mode++) {
+                        restart_with(c, &(DaemonOptions){ .no_record = mode == 1, .listen_fd = -1 });
+                        sd_bus *bus = connect_bus();
+                        for (int i = 0; i < per / 10; i++)
+                                cancel(bus, request(bus, 100 + i));
+                        timed_pairs(bus, BUS_NAME, (mode ? without : with) + s * per, per, s * per);
+                        sd_bus_flush_close_unref(bus);
+                }
+        double with_us = p50_us(with, per * slices), without_us = p50_us(without, per * slices);
+        Row *r = add_row("record");
+        snprintf(r->value, sizeof(r->value), "pair p50 %.1f µs with the runtime record, %.1f without = %.3f ×",
+                 with_us, without_us, with_us / without_us);
+        snprintf(r->target, sizeof(r->target), "≤ 1.05 × without");
+        r->number = with_us / without_us;
+        r->has_target = true;
+        r->pass = r->number <= 1.05;
+        free(with);
+        free(without);
+}
+
+static void sample(int dev, int32_t bound, uint64_t *above, uint64_t *last) {
+        int32_t v = 0;
+        if (pread(dev, &v, sizeof(v), 0) != sizeof(v))
+                die("read device", errno);
+        uint64_t now = now_ns();
+        if (v > bound)
+                *above += now - *last;
+        *last = now;
+}
+
+/* SIGTERM, then a new pmqosd at once (given listen_fd as from a store, or
+ * none), the device sampled all along. Returns how long the kernel was
+ * above bound (ns); *ret_ready is the time from the new start to READY=1. */
+static uint64_t restart_and_watch(const Config *c, int listen_fd, int32_t bound, uint64_t *ret_ready) {
+        uint64_t above = 0, last;
+        int dev = open(c->device, O_RDONLY | O_CLOEXEC);
+        if (dev < 0)
+                die("open device", errno);
+        last = now_ns();
+        kill(daemon_pid, SIGTERM);
+        while (waitpid(daemon_pid, NULL, WNOHANG) == 0)
+                sample(dev, bound, &above, &last);
+        uint64_t t0 = now_ns();
+        daemon_pid = spawn_daemon(c, &(DaemonOptions){ .notify = true, .listen_fd = listen_fd });
+        for (;;) {
+                sample(dev, bound, &above, &last);
+                struct pollfd p = { .fd = notify_fd, .events = POLLIN };
+                if (poll(&p, 1, 0) > 0 && read_notification())
+                        break;
+                if (now_ns() - t0 > 30ull * 1000000000u)
+                        die("pmqosd did not say READY=1", ETIMEDOUT);
+        }
+        *ret_ready = now_ns() - t0;
+        for (int i = 0; i < 100; i++) /* until pmqosd has written the bound again */
+                sample(dev, bound, &above, &last);
+        close(dev);
+        return above;
+}
+
+static void measure_restart(const Config *c) {
+        int conns = 100, per = c->quick ? 10 : 100;
+        uint64_t ready_plain, ready_store;
+
+        restart_with(c, &(DaemonOptions){ .notify = true, .listen_fd = -1 });
+        sd_bus **held = calloc((size_t) conns, sizeof(sd_bus *));
+        if (!held)
+                die("allocate connections", ENOMEM);
+        hold_many(held, conns, per, 2000);
+        uint32_t n = (uint32_t) (conns * per);
+
+        /* Without a store: the device is opened anew, so the bound lapses until the new start. */
+        if (stored_fd >= 0)
+                close(stored_fd), stored_fd = -1;
+        uint64_t gap_plain = restart_and_watch(c, -1, 2000, &ready_plain);
+        bool all_plain = request_count() == n;
+        /* With one: the new pmqosd takes the descriptor the previous one handed over. */
+        if (stored_fd < 0)
+                die("pmqosd handed no descriptor over (FDSTORE=1)", EIO);
+        uint64_t gap_store = restart_and_watch(c, stored_fd, 2000, &ready_store);
+        bool all_store = request_count() == n;
+        for (int i = 0; i < conns; i++) {
+                sd_bus_flush_close_unref(held[i]);
+                drain_notifications();
+        }
+        free(held);
+
+        Row *r = add_row("restart");
+        snprintf(r->value, sizeof(r->value), "%u re-adopted, start to READY=1 %.1f ms (%.1f without the store)%s",
+                 n, (double) ready_store / 1e6, (double) ready_plain / 1e6,
+                 all_plain && all_store ? "" : "; REQUESTS LOST");
+        snprintf(r->target, sizeof(r->target), "≤ 100 ms, all %u kept", n);
+        r->number = (double) ready_store / 1e6;
+        r->has_target = true;
+        r->pass = r->number <= 100 && all_plain && all_store;
+        r = add_row("restart gap");
+        snprintf(r->value, sizeof(r->value), "kernel above the bound %.2f ms with the fd store, %.2f ms without",
+                 (double) gap_store / 1e6, (double) gap_plain / 1e6);
+        snprintf(r->target, sizeof(r->target), "0 with the store");
+        r->number = (double) gap_store / 1e6;
+        r->has_target = true;
+        r->pass = gap_store == 0;
+}
+
 static void measure_load(const Config *c, sd_bus *bus, double floor_us, double pair_us, long rss_start) {
         Row *r;
 
@@ -861,15 +1115,19 @@ int main(int argc, char *argv[]) {
                  ref_us / (2 * floor_us), pair_us / ref_us);
         snprintf(r->target, sizeof(r->target), "(what the spec's signals cost)");
         r->number = pair_us / ref_us;
-        if (!c.pairs_only)
+        if (!c.pairs_only) {
                 measure_load(&c, bus, floor_us, pair_us, rss_start);
+                open_notify();
+                measure_record(&c);
+                measure_restart(&c);
+        }
 
         sd_bus_flush_close_unref(bus);
         stop_all();
         print_rows(&c);
 
         if (c.quick)
-                return n_rows == (c.pairs_only ? 3 : 9) ? 0 : 1; /* smoke: every row produced */
+                return n_rows == (c.pairs_only ? 3 : 12) ? 0 : 1; /* smoke: every row produced */
         for (int i = 0; i < n_rows; i++)
                 if (rows[i].has_target && !rows[i].pass)
                         return 1;

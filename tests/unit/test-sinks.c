@@ -205,7 +205,7 @@ START_TEST(test_cpu_originals_left_by_a_crash) {
         uint64_t writes = s.n_writes;
         ck_assert_int_eq(cpu_sink_adopt_originals(&s, left, 2), 0);
         ck_assert_uint_eq(s.n_writes, writes);
-        ck_assert_str_eq(cpu_file(1), "n/a");
+        ck_assert_str_eq(cpu_file(1), "n/a\n");
         ck_assert_uint_eq(s.n_originals, 1);
         ck_assert(cpu_sink_constrains(&s, 1));
         ck_assert_int_eq(cpu_sink_written(&s, 1), 0);

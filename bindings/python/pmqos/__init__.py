@@ -13,8 +13,12 @@
         c.cancel(cookie)
 
 A thin ctypes layer over libpmqos.so.1: no compiler needed. Requests made
-through a Client end when it is closed (or the process exits). Failures
-raise pmqos.Error subclasses that are also the matching built-in exceptions.
+through a Client end when it is closed (or the process exits); close() and
+the end of a hold block return only after pmqosd confirmed the bound is
+gone, so the code after them runs without it. A restart of pmqosd keeps
+the requests (pmqosd re-adopts them; the library issues again what it did
+not). Failures raise pmqos.Error subclasses that are also the matching
+built-in exceptions.
 """
 
 import ctypes
@@ -139,7 +143,9 @@ class Client:
         return self._c
 
     def close(self):
-        """Disconnects; every request made through this client ends."""
+        """Disconnects; every request made through this client that is neither
+        timed nor persistent ends, and pmqosd has confirmed it (the kernel
+        has the new value) when this returns."""
         if self._c:
             _library().pmqos_client_free(self._c)
             self._c = None
@@ -209,7 +215,9 @@ class Client:
 
 
 class hold:
-    """Context manager holding one request for the duration of a with block."""
+    """Context manager holding one request for the duration of a with block.
+
+    Leaving the block returns only after pmqosd confirmed the bound is gone."""
 
     def __init__(self, usec, reason=None):
         _check_usec(usec)
