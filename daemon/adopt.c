@@ -42,9 +42,10 @@ static void wait_for_senders(Manager *m, const unsigned *n_waiting) {
                         continue;
                 uint64_t now = (uint64_t) now_realtime_usec();
                 if (r < 0 || now >= deadline) {
-                        log_warning("Cannot learn whether %u previous client(s) are still connected: %s; their requests "
-                                    "that die with their connection end.",
-                                    *n_waiting, r < 0 ? strerror(-r) : "the bus does not answer");
+                        log_warning(
+                                "Cannot learn whether %u previous client(s) are still connected: %s; their requests "
+                                "that die with their connection end.",
+                                *n_waiting, r < 0 ? strerror(-r) : "the bus does not answer");
                         return;
                 }
                 (void) sd_bus_wait(m->bus, deadline - now);

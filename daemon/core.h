@@ -19,8 +19,8 @@ typedef struct CoreConfig {
         const char *state_dir;
         const char *sysfs_root;
         const char *runtime_dir; /* the runtime record's directory; NULL or "": none */
-        uid_t state_owner; /* who may own an existing state directory besides us: the --user */
-        bool have_device_fd; /* device_fd is the device, kept for us by the service manager */
+        uid_t state_owner;       /* who may own an existing state directory besides us: the --user */
+        bool have_device_fd;     /* device_fd is the device, kept for us by the service manager */
         int device_fd;
         int32_t default_floor;
         uint64_t seed; /* for cookies */

@@ -64,8 +64,8 @@ static void help(void) {
                "  --version         print the version and exit\n"
                "  --help            print this help and exit\n",
                PMQOS_BUS_NAME, DEFAULT_DEVICE, PMQOS_DEFAULT_CONFIG, DEFAULT_STATE_DIR, DEFAULT_RUNTIME_DIR,
-               DEFAULT_SYSFS_ROOT,
-               LIMITS_DEFAULT.max_timeout_sec, LIMITS_DEFAULT.max_per_connection, LIMITS_DEFAULT.max_per_uid);
+               DEFAULT_SYSFS_ROOT, LIMITS_DEFAULT.max_timeout_sec, LIMITS_DEFAULT.max_per_connection,
+               LIMITS_DEFAULT.max_per_uid);
 }
 
 #define LIMIT_MAX 100000000u

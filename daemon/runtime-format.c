@@ -58,11 +58,20 @@ void runtime_format_detach(TextBuffer *b, uint32_t cookie) {
 /* ---- reading ---- */
 
 typedef struct Replay {
-        RuntimeData d;
-        Hashmap live; /* cookie → index + 1 in d.entries */
-        size_t n_slots, n_cap;
+        RuntimeData d;          /* the bus id; entries are filled in at the end */
+        RuntimeEntry **entries; /* in creation order; NULL where removed */
+        size_t n_entries, n_cap;
+        Hashmap live; /* cookie → RuntimeEntry */
         bool have_header, have_bus;
 } Replay;
+
+static void entry_free(RuntimeEntry *e) {
+        if (!e)
+                return;
+        request_free(e->request);
+        free(e->sender);
+        free(e);
+}
 
 static int bad(const char **why, const char *reason) {
         *why = reason;
@@ -106,11 +115,10 @@ static RuntimeEntry *lookup(Replay *p, const char *text, const char **rest) {
         if (state_parse_i64(buf, 1, UINT32_MAX, &v) < 0)
                 return NULL;
         uint32_t cookie = (uint32_t) v;
-        uintptr_t slot = (uintptr_t) hashmap_get(&p->live, &cookie);
-        if (slot == 0)
-                return NULL;
-        *rest = end ? end + 1 : NULL;
-        return &p->d.entries[slot - 1];
+        RuntimeEntry *e = hashmap_get(&p->live, &cookie);
+        if (e)
+                *rest = end ? end + 1 : NULL;
+        return e;
 }
 
 static int parse_add(Replay *p, char *fields, const char **why) {
@@ -132,25 +140,27 @@ static int parse_add(Replay *p, char *fields, const char **why) {
                 request_free(req);
                 return bad(why, "add of a live cookie");
         }
-        if (p->n_slots == p->n_cap) {
+        if (p->n_entries == p->n_cap) {
                 size_t cap = p->n_cap ? p->n_cap * 2 : 64;
-                RuntimeEntry *e = realloc(p->d.entries, cap * sizeof(RuntimeEntry));
+                RuntimeEntry **e = realloc(p->entries, cap * sizeof(RuntimeEntry *));
                 if (!e) {
                         request_free(req);
                         return -ENOMEM;
                 }
-                p->d.entries = e;
+                p->entries = e;
                 p->n_cap = cap;
         }
-        char *copy = strdup(sender);
-        if (!copy) {
+        RuntimeEntry *e = calloc(1, sizeof(RuntimeEntry));
+        if (e)
+                e->sender = strdup(sender);
+        if (!e || !e->sender) {
+                free(e);
                 request_free(req);
                 return -ENOMEM;
         }
-        RuntimeEntry *e = &p->d.entries[p->n_slots++];
-        *e = (RuntimeEntry){ .request = req, .sender = copy };
-        p->d.n_entries = p->n_slots;
-        return hashmap_put(&p->live, &req->cookie, (void *) (uintptr_t) p->n_slots);
+        e->request = req;
+        p->entries[p->n_entries++] = e;
+        return hashmap_put(&p->live, &req->cookie, e);
 }
 
 static int parse_change(Replay *p, const char *verb, char *args, const char **why) {
@@ -173,8 +183,7 @@ static int parse_change(Replay *p, const char *verb, char *args, const char **wh
                 return 0;
         }
         hashmap_remove(&p->live, &e->request->cookie);
-        e->request = request_free(e->request);
-        e->sender = mfree(e->sender);
+        e->request = request_free(e->request); /* the slot stays, empty, until the end */
         return 0;
 }
 
@@ -205,13 +214,27 @@ static int parse_line(Replay *p, char *line, const char **why) {
         return bad(why, "unknown record");
 }
 
-/* Entries removed during the replay leave holes: close them up. */
-static void compact(RuntimeData *d) {
-        size_t w = 0;
-        for (size_t i = 0; i < d->n_entries; i++)
-                if (d->entries[i].request)
-                        d->entries[w++] = d->entries[i];
-        d->n_entries = w;
+/* The live entries, in order, as the result; every slot is freed. */
+static int collect(Replay *p, bool keep) {
+        size_t n = 0;
+        int r = 0;
+
+        if (keep && p->n_entries > 0) {
+                p->d.entries = calloc(p->n_entries, sizeof(RuntimeEntry));
+                if (!p->d.entries)
+                        r = -ENOMEM;
+        }
+        for (size_t i = 0; i < p->n_entries; i++) {
+                RuntimeEntry *e = p->entries[i];
+                if (r >= 0 && keep && e->request) {
+                        p->d.entries[n++] = *e;
+                        free(e);
+                } else
+                        entry_free(e);
+        }
+        free(p->entries);
+        p->d.n_entries = n;
+        return r;
 }
 
 int runtime_parse(const char *buf, size_t len, RuntimeData *ret, char *err, size_t err_size) {
@@ -254,7 +277,9 @@ int runtime_parse(const char *buf, size_t len, RuntimeData *ret, char *err, size
 
         hashmap_clear(&p.live);
         free(copy);
-        compact(&p.d);
+        int k = collect(&p, r >= 0);
+        if (r >= 0)
+                r = k;
         if (r < 0) {
                 runtime_data_done(&p.d);
                 return r;

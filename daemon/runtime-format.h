@@ -23,7 +23,7 @@ typedef struct RuntimeEntry {
 
 typedef struct RuntimeData {
         char bus_id[RUNTIME_BUS_ID_LEN + 1]; /* the bus the senders were on */
-        RuntimeEntry *entries;              /* in creation order */
+        RuntimeEntry *entries;               /* in creation order */
         size_t n_entries;
 } RuntimeData;
 

@@ -76,10 +76,10 @@ static int rewrite(RuntimeRecord *rec, const Store *s) {
 
         runtime_format_header(&b, rec->bus_id);
         STORE_FOREACH(r, s)
-                if (!r->persistent) {
-                        runtime_format_add(&b, r);
-                        n++;
-                }
+        if (!r->persistent) {
+                runtime_format_add(&b, r);
+                n++;
+        }
         int k = b.oom ? -ENOMEM : state_file_write(rec->dir, RUNTIME_RECORD_NAME, b.data, b.len, false, false);
         free(b.data);
         if (k >= 0)

@@ -87,8 +87,8 @@ void state_format_request(TextBuffer *out, const Request *r) {
         text_printf(out,
                     "cookie=%" PRIu32 " type=%s value=%" PRIi32 " uid=%u pid=%d created=%" PRIi64 " expires=%" PRIi64
                     " cpus=",
-                    r->cookie, qos_type_to_string(r->type), r->value, (unsigned) r->uid, (int) r->pid,
-                    r->created_usec, r->expires_usec);
+                    r->cookie, qos_type_to_string(r->type), r->value, (unsigned) r->uid, (int) r->pid, r->created_usec,
+                    r->expires_usec);
         for (size_t i = 0; i < r->n_cpus; i++)
                 text_printf(out, "%s%" PRIu32, i ? "," : "", r->cpus[i]);
         text_append(out, " exec=");
@@ -380,7 +380,8 @@ static int parse_cpu(Parser *p, char *fields, const char **why) {
         if (!sp)
                 return bad(why, "cpu record without a value");
         *sp = 0;
-        if (state_parse_i64(fields, 0, PMQOS_MAX_CPUS - 1, &cpu) < 0 || state_unescape(sp + 1) < 0 || strlen(sp + 1) > 64)
+        if (state_parse_i64(fields, 0, PMQOS_MAX_CPUS - 1, &cpu) < 0 || state_unescape(sp + 1) < 0 ||
+            strlen(sp + 1) > 64)
                 return bad(why, "invalid cpu record");
         for (size_t i = 0; i < p->d.n_originals; i++)
                 if (p->d.originals[i].cpu == cpu)

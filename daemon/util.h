@@ -18,8 +18,3 @@
 static inline void freep(void *p) {
         free(*(void **) p);
 }
-
-static inline void *mfree(void *p) {
-        free(p);
-        return NULL;
-}

@@ -194,8 +194,9 @@ static void open_notify(void) {
 static int read_notification(void) {
         char buf[4096], control[CMSG_SPACE(sizeof(int) * 4) + CMSG_SPACE(sizeof(struct ucred))];
         struct iovec iov = { buf, sizeof(buf) - 1 };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
-                             .msg_controllen = sizeof(control) };
+        struct msghdr mh = {
+                .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof(control)
+        };
         ssize_t n = recvmsg(notify_fd, &mh, MSG_CMSG_CLOEXEC);
         if (n < 0)
                 return 0;
@@ -213,9 +214,9 @@ static int read_notification(void) {
 }
 
 typedef struct DaemonOptions {
-        bool no_record;  /* --runtime-dir "" */
-        bool notify;     /* NOTIFY_SOCKET */
-        int listen_fd;   /* given back as LISTEN_FDS, or -1 */
+        bool no_record; /* --runtime-dir "" */
+        bool notify;    /* NOTIFY_SOCKET */
+        int listen_fd;  /* given back as LISTEN_FDS, or -1 */
 } DaemonOptions;
 
 static pid_t spawn_daemon(const Config *c, const DaemonOptions *o) {
@@ -815,8 +816,8 @@ static void measure_record(const Config *c) {
                 }
         double with_us = p50_us(with, per * slices), without_us = p50_us(without, per * slices);
         Row *r = add_row("record");
-        snprintf(r->value, sizeof(r->value), "pair p50 %.1f µs with the runtime record, %.1f without = %.3f ×",
-                 with_us, without_us, with_us / without_us);
+        snprintf(r->value, sizeof(r->value), "pair p50 %.1f µs with the runtime record, %.1f without = %.3f ×", with_us,
+                 without_us, with_us / without_us);
         snprintf(r->target, sizeof(r->target), "≤ 1.05 × without");
         r->number = with_us / without_us;
         r->has_target = true;
@@ -892,8 +893,8 @@ static void measure_restart(const Config *c) {
         free(held);
 
         Row *r = add_row("restart");
-        snprintf(r->value, sizeof(r->value), "%u re-adopted, start to READY=1 %.1f ms (%.1f without the store)%s",
-                 n, (double) ready_store / 1e6, (double) ready_plain / 1e6,
+        snprintf(r->value, sizeof(r->value), "%u re-adopted, start to READY=1 %.1f ms (%.1f without the store)%s", n,
+                 (double) ready_store / 1e6, (double) ready_plain / 1e6,
                  all_plain && all_store ? "" : "; REQUESTS LOST");
         snprintf(r->target, sizeof(r->target), "≤ 100 ms, all %u kept", n);
         r->number = (double) ready_store / 1e6;

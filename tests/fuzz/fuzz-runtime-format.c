@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         TextBuffer b = {};
         runtime_format_header(&b, d.bus_id);
         STORE_FOREACH(r, &s)
-                runtime_format_add(&b, r);
+        runtime_format_add(&b, r);
         if (b.oom || runtime_parse(b.data, b.len, &again, err, sizeof(err)) < 0)
                 abort();
         if (again.n_entries != store_size(&s) || strcmp(again.bus_id, d.bus_id) != 0)

@@ -310,8 +310,8 @@ START_TEST(test_readoption) {
         ck_assert_ptr_null(store_get(&c.store, k2)->owner);
         ck_assert_uint_eq(store_size(&c.store), 3);
         ck_assert_int_eq(c.effective, 10);
-        ck_assert_uint_eq(c.sink.n_writes, 1);           /* one write: the same value */
-        ck_assert_uint_eq(c.cpus.n_writes, cpu_writes);  /* cpu1 already holds 40 */
+        ck_assert_uint_eq(c.sink.n_writes, 1);          /* one write: the same value */
+        ck_assert_uint_eq(c.cpus.n_writes, cpu_writes); /* cpu1 already holds 40 */
         ck_assert_str_eq(unit_read_file(sysfs, CPU1), "40");
         crash(&c);
 
