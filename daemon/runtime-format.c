@@ -187,7 +187,9 @@ static int parse_change(Replay *p, const char *verb, char *args, const char **wh
         return 0;
 }
 
-static int parse_line(Replay *p, char *line, const char **why) {
+static int parse_line(void *userdata, char *line, const char **why) {
+        Replay *p = userdata;
+
         if (!p->have_header) {
                 char want[32];
                 snprintf(want, sizeof(want), "%s %d", RUNTIME_MAGIC, RUNTIME_FORMAT_VERSION);
@@ -262,14 +264,7 @@ int runtime_parse(const char *buf, size_t len, RuntimeData *ret, char *err, size
         copy[len] = 0;
         hashmap_init(&p.live, &hashmap_u32_ops);
 
-        for (char *line = copy, *next; line && *line && r >= 0; line = next) {
-                next = strchr(line, '\n');
-                if (next)
-                        *next++ = 0;
-                lineno++;
-                if (line[0] != '#' && line[0] != 0)
-                        r = parse_line(&p, line, &why);
-        }
+        r = state_parse_lines(copy, parse_line, &p, &lineno, &why);
         if (r >= 0 && !p.have_bus)
                 r = bad(&why, "no header and bus line (empty or truncated record)");
         if (r == -EBADMSG)

@@ -406,7 +406,9 @@ static int parse_request_record(Parser *p, char *fields, const char **why) {
         return hashmap_put(&p->cookies, &req->cookie, req); /* req is d's now, whatever happens */
 }
 
-static int parse_line(Parser *p, char *line, const char **why) {
+static int parse_line(void *userdata, char *line, const char **why) {
+        Parser *p = userdata;
+
         if (p->have_end)
                 return bad(why, "records after the end line");
         if (!p->have_header)
@@ -422,6 +424,20 @@ static int parse_line(Parser *p, char *line, const char **why) {
         if (strncmp(line, "request ", 8) == 0)
                 return parse_request_record(p, line + 8, why);
         return bad(why, "unknown record");
+}
+
+int state_parse_lines(char *text, int (*parse)(void *userdata, char *line, const char **why), void *userdata,
+                      unsigned *lineno, const char **why) {
+        int r = 0;
+        for (char *line = text, *next; line && *line && r >= 0; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = 0;
+                (*lineno)++;
+                if (line[0] != '#' && line[0] != 0)
+                        r = parse(userdata, line, why);
+        }
+        return r;
 }
 
 int state_parse(const char *buf, size_t len, StateData *ret, char *err, size_t err_size) {
@@ -444,14 +460,7 @@ int state_parse(const char *buf, size_t len, StateData *ret, char *err, size_t e
         memcpy(copy, buf, len);
         copy[len] = 0;
 
-        for (char *line = copy, *next; line && *line && r >= 0; line = next) {
-                next = strchr(line, '\n');
-                if (next)
-                        *next++ = 0;
-                lineno++;
-                if (line[0] != '#' && line[0] != 0)
-                        r = parse_line(&p, line, &why);
-        }
+        r = state_parse_lines(copy, parse_line, &p, &lineno, &why);
         if (r >= 0 && !p.have_header)
                 r = bad(&why, "no header line (empty or truncated file)");
         else if (r >= 0 && (!p.have_floor || !p.have_end))

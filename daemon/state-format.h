@@ -54,3 +54,7 @@ int state_parse_request(char *fields, Request **ret, const char **why);
 /* Canonical decimal in [min, max]; percent-decoding in place (no NUL). */
 int state_parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret);
 int state_unescape(char *s);
+/* Calls parse on each line of text (split in place), skipping blank lines
+ * and "#" comments, until one fails; *lineno counts the lines seen. */
+int state_parse_lines(char *text, int (*parse)(void *userdata, char *line, const char **why), void *userdata,
+                      unsigned *lineno, const char **why);

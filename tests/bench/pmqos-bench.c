@@ -267,8 +267,7 @@ static void stop_daemon(void) {
         daemon_pid = 0;
 }
 
-static void start_daemon(const Config *c) {
-        daemon_pid = spawn_daemon(c, &(DaemonOptions){ .listen_fd = -1 });
+static void wait_pingable(void) {
         sd_bus *bus = connect_bus();
         for (int i = 0; i < 1000; i++) {
                 if (sd_bus_call_method(bus, BUS_NAME, PATH, "org.freedesktop.DBus.Peer", "Ping", NULL, NULL, "") >= 0) {
@@ -278,6 +277,11 @@ static void start_daemon(const Config *c) {
                 usleep(10000);
         }
         die("pmqosd did not come up", ETIMEDOUT);
+}
+
+static void start_daemon(const Config *c) {
+        daemon_pid = spawn_daemon(c, &(DaemonOptions){ .listen_fd = -1 });
+        wait_pingable();
 }
 
 /* ---- the reference: what the bus charges for the signals of a change ---- */
@@ -772,18 +776,6 @@ static void drain_notifications(void) {
                 if (poll(&p, 1, 0) <= 0)
                         return;
         }
-}
-
-static void wait_pingable(void) {
-        sd_bus *bus = connect_bus();
-        for (int i = 0; i < 1000; i++) {
-                if (sd_bus_call_method(bus, BUS_NAME, PATH, "org.freedesktop.DBus.Peer", "Ping", NULL, NULL, "") >= 0) {
-                        sd_bus_flush_close_unref(bus);
-                        return;
-                }
-                usleep(10000);
-        }
-        die("pmqosd did not come up", ETIMEDOUT);
 }
 
 static void restart_with(const Config *c, const DaemonOptions *o) {
