@@ -202,7 +202,7 @@ class TestStoredDescriptor(RestartTestCase):
         with open(wrapper, "w") as f:
             f.write("#!/usr/bin/python3\nimport os, sys\nos.dup2(%d, 3)\n"
                     "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1', LISTEN_FDNAMES=%r)\n"
-                    "os.execv(sys.argv[1], sys.argv[1:])\n" % (fd, name))
+                    "os.execvp(sys.argv[1], sys.argv[1:])\n" % (fd, name))
         os.chmod(wrapper, 0o755)
         return self.start_daemon(state_dir=self.daemon.state_dir, pass_fds=(fd,), via=wrapper)
 
