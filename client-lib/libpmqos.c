@@ -246,7 +246,11 @@ static int on_name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error
         const char *name, *old_owner, *new_owner;
 
         (void) error;
-        if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || strcmp(name, BUS_NAME) != 0)
+        /* The bus's word only: a peer may send us a look-alike directly, and
+         * sd-bus's match on a well-known sender lets it through. */
+        const char *sender = sd_bus_message_get_sender(m);
+        if (!sender || strcmp(sender, "org.freedesktop.DBus") != 0 || !sd_bus_message_has_signature(m, "sss") ||
+            sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || strcmp(name, BUS_NAME) != 0)
                 return 0;
         if (new_owner[0] == 0) {
                 c->broker_gone = true;

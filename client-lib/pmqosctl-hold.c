@@ -123,7 +123,9 @@ int verb_hold(int argc, char *argv[]) {
                 case 'h':
                         printf("Usage: pmqosctl hold USEC [--reason TEXT] [--cpus LIST] [-- COMMAND [ARG…]]\n"
                                "Hold a latency bound while COMMAND runs (exit status is COMMAND's),\n"
-                               "or until interrupted when no COMMAND is given. LIST is like 0-3,8.\n");
+                               "or until interrupted when no COMMAND is given. LIST is like 0-3,8.\n"
+                               "USEC may be a C-state name (C1E): the largest exit latency that state has\n"
+                               "on an online CPU of this machine.\n");
                         free(cpus);
                         return 0;
                 case 'r':
@@ -142,10 +144,13 @@ int verb_hold(int argc, char *argv[]) {
                 free(cpus);
                 return usage_error("hold", "missing USEC");
         }
-        if (parse_usec(argv[optind], &usec) < 0) {
+        const char *cstate;
+        if (parse_usec_or_cstate("hold", argv[optind], &usec, &cstate) != 0) {
                 free(cpus);
-                return usage_error("hold", "invalid latency \"%s\"; give microseconds, 0 … 2000000000", argv[optind]);
+                return EXIT_USAGE;
         }
+        if (cstate && !reason)
+                reason = cstate; /* what a listing then says it is for */
         char **command = argv + optind + 1;
         if (*command && strcmp(*command, "--") == 0)
                 command++;
@@ -170,13 +175,18 @@ int verb_hold(int argc, char *argv[]) {
         }
 
         pid_t child = 0;
+        if (cstate && *command)
+                fprintf(stderr, "Holding %" PRIi32 " µs (%s).\n", usec, cstate);
         if (*command) {
                 child = start_command(command, &old);
                 if (child < 0) {
                         pmqos_client_free(client);
                         return EXIT_REFUSED;
                 }
-        } else
+        } else if (cstate)
+                fprintf(stderr, "Holding %" PRIi32 " µs (%s, cookie %" PRIu32 "); interrupt to release.\n", usec,
+                        cstate, cookie);
+        else
                 fprintf(stderr, "Holding %" PRIi32 " µs (cookie %" PRIu32 "); interrupt to release.\n", usec, cookie);
 
         r = hold_loop(client, child);

@@ -21,19 +21,6 @@
 
 /* ---- status ---- */
 
-static int read_sysfs_line(const char *path, char *buf, size_t size) {
-        FILE *f = fopen(path, "re");
-        if (!f)
-                return -errno;
-        if (!fgets(buf, (int) size, f)) {
-                fclose(f);
-                return -EIO;
-        }
-        fclose(f);
-        buf[strcspn(buf, "\n")] = 0;
-        return 0;
-}
-
 static void print_cstates(int32_t effective) {
         char dir[1024];
         snprintf(dir, sizeof(dir), "%s/devices/system/cpu/cpu0/cpuidle", arg_sysfs_root);

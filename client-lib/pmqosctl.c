@@ -137,9 +137,14 @@ static int verb_request(int argc, char *argv[]) {
                 }
         if (optind + 1 != argc)
                 return usage_error("request", "give exactly one USEC");
-        if (parse_usec(argv[optind], &usec) < 0)
-                return usage_error("request", "invalid latency \"%s\"; give microseconds, 0 … 2000000000",
-                                   argv[optind]);
+        const char *cstate;
+        if (parse_usec_or_cstate("request", argv[optind], &usec, &cstate) != 0)
+                return EXIT_USAGE;
+        if (cstate) {
+                fprintf(stderr, "Requesting %" PRIi32 " µs (%s).\n", usec, cstate);
+                if (!reason)
+                        reason = cstate;
+        }
         if (timeout == 0 && !persistent)
                 return usage_error("request", "--timeout is needed: a plain request would end with this command");
 

@@ -25,6 +25,12 @@ int connect_broker(pmqos_client **ret);
 /* Text from the broker made safe for a terminal (malloc'd). */
 char *term_text(const char *s);
 int parse_usec(const char *s, int32_t *ret);
+/* USEC as microseconds, or as a C-state name of this machine (the largest
+ * exit latency an online CPU gives it; *ret_name is then its sysfs spelling,
+ * else NULL). Returns 0, or EXIT_USAGE after saying why. */
+int parse_usec_or_cstate(const char *verb, const char *arg, int32_t *ret, const char **ret_name);
+/* The first line of a sysfs file, without its newline. 0 or a negative errno. */
+int read_sysfs_line(const char *path, char *buf, size_t size);
 int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *ret);
 /* "20 µs", or "none" for -1. */
 void format_usec(int32_t v, char *buf, size_t size);

@@ -200,6 +200,12 @@ int bus_native_properties_filter(sd_bus_message *message, void *userdata, sd_bus
         return r < 0 ? r : 1;
 }
 
+static int property_get_on_battery(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                   sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        const Manager *m = userdata;
+        return sd_bus_message_append(reply, "b", (int) m->core.on_battery);
+}
+
 static int property_get_version(sd_bus *bus, const char *path, const char *interface, const char *property,
                                 sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         return sd_bus_message_append(reply, "s", PMQOS_VERSION);
@@ -221,5 +227,6 @@ const sd_bus_vtable bus_native_vtable[] = {
                                  SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE | SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_PROPERTY("RequestCount", "u", property_get_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("OnBattery", "b", property_get_on_battery, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_VTABLE_END,
 };

@@ -4,6 +4,7 @@
  * then hand the change to actions.c; reads are answered at once. */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,38 @@ int bus_method_cancel(sd_bus_message *message, void *userdata, sd_bus_error *err
         if (r < 0)
                 return r;
         return action_cancel(m, message, cookie, error);
+}
+
+/* CancelRequest(s type, u cookie): the shape UPower had before 0.9.17, which
+ * bindings generated from that XML (OCaml obus, Deepin's Go) still send.
+ * sd-bus dispatches by member name and refuses any body but the vtable's
+ * "u", so this filter sees the old shape first; introspection keeps
+ * showing "u". The type must be the request's. */
+int bus_upower_old_cancel_filter(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *type, *path = sd_bus_message_get_path(message);
+        uint32_t cookie;
+        QosType t;
+        ValidationError v;
+        int r;
+
+        if (!sd_bus_message_is_method_call(message, PMQOS_QOS_INTERFACE, "CancelRequest") ||
+            !sd_bus_message_has_signature(message, "su") || !path ||
+            (strcmp(path, PMQOS_OBJECT_PATH) != 0 && strcmp(path, PMQOS_UPOWER_POLICY_PATH) != 0))
+                return 0;
+
+        CALL_SCOPE(m, message);
+        r = sd_bus_message_read(message, "su", &type, &cookie);
+        if (r < 0)
+                return r;
+        if (parse_qos_type(type, &t, &v) < 0)
+                return bus_reply_validation_error(error, &v);
+        const Request *req = store_get(&m->core.store, cookie);
+        if (req && req->type != t)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Request %" PRIu32 " is of type %s, not %s.",
+                                         cookie, qos_type_to_string(req->type), type);
+        r = action_cancel(m, message, cookie, error);
+        return r < 0 ? r : 1;
 }
 
 static int method_get_latency(sd_bus_message *message, void *userdata, sd_bus_error *error) {

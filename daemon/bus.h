@@ -14,8 +14,10 @@
 extern const sd_bus_vtable bus_upower_vtable[];
 /* org.freedesktop.PMQoS, at PMQOS_OBJECT_PATH. */
 extern const sd_bus_vtable bus_native_vtable[];
-/* A bus filter (userdata: the Manager). */
+/* Bus filters (userdata: the Manager): Properties.Set of MinimumLatency,
+ * and CancelRequest with UPower's pre-0.9.17 signature "su". */
 int bus_native_properties_filter(sd_bus_message *message, void *userdata, sd_bus_error *error);
+int bus_upower_old_cancel_filter(sd_bus_message *message, void *userdata, sd_bus_error *error);
 
 /* The D-Bus error a validation failure carries. */
 int bus_reply_validation_error(sd_bus_error *error, const ValidationError *v);

@@ -230,7 +230,11 @@ static int on_name_owner_changed(sd_bus_message *message, void *userdata, sd_bus
         const char *name, *old_owner, *new_owner;
 
         (void) error;
-        if (!sd_bus_message_has_signature(message, "sss") ||
+        /* Only the bus's word counts. sd-bus matches a well-known sender
+         * locally against any unique one, so a peer's NameOwnerChanged sent
+         * to us directly would pass the match: it must not end anyone's
+         * requests. */
+        if (!bus_message_from_driver(message) || !sd_bus_message_has_signature(message, "sss") ||
             sd_bus_message_read(message, "sss", &name, &old_owner, &new_owner) < 0)
                 return 0;
         /* A unique name is never handed to anyone else: losing its owner means it left. */

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include <systemd/sd-bus.h>
@@ -63,6 +64,14 @@ struct Clients {
         void (*departed)(Client *c, void *userdata);
         void *userdata;
 };
+
+/* Whether message comes from the bus itself (org.freedesktop.DBus), not
+ * from a peer that sent it to us directly: sd-bus cannot tell the two apart
+ * in a match on a well-known sender. */
+static inline bool bus_message_from_driver(sd_bus_message *message) {
+        const char *sender = sd_bus_message_get_sender(message);
+        return sender && strcmp(sender, "org.freedesktop.DBus") == 0;
+}
 
 void clients_init(Clients *cs, unsigned max, void (*departed)(Client *c, void *userdata), void *userdata);
 /* Frees every client record, at shutdown; requests are the store's to free. */

@@ -125,14 +125,16 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                                 *(uint32_t *) ((char *) &c.limits + nk->offset) = (uint32_t) v;
                         else
                                 *(unsigned *) ((char *) &c.limits + nk->offset) = (unsigned) v;
-                } else if (strcmp(key, "DefaultMinimumLatency") == 0) {
-                        bit = CONFIG_SET_DEFAULT_FLOOR;
+                } else if (strcmp(key, "DefaultMinimumLatency") == 0 || strcmp(key, "OnBatteryMinimumLatency") == 0) {
+                        bool battery = key[0] == 'O';
+                        int32_t *floor = battery ? &c.battery_floor : &c.default_floor;
+                        bit = battery ? CONFIG_SET_BATTERY_FLOOR : CONFIG_SET_DEFAULT_FLOOR;
                         if (strcmp(value, "none") == 0)
-                                c.default_floor = PMQOS_LATENCY_NONE;
+                                *floor = PMQOS_LATENCY_NONE;
                         else if (parse_number(value, 0, PMQOS_LATENCY_MAX_US, &v) < 0)
                                 expect = "microseconds (0 … 2000000000) or \"none\"";
                         else
-                                c.default_floor = (int32_t) v;
+                                *floor = (int32_t) v;
                 } else if (strcmp(key, "StateDirectory") == 0) {
                         bit = CONFIG_SET_STATE_DIR;
                         if (value[0] != '/' || strlen(value) > 1024)
@@ -150,7 +152,7 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                                  "%s:%u: %.40s: unknown key (known: MaxRequestsPerConnection, MaxRequestsPerUser, "
                                  "MaxTimeoutSec, MaxUnprivilegedTimeoutSec, MaxPendingPerConnection, "
                                  "MaxPendingPerUser, MaxPending, MaxPolkitChecksInFlight, MaxClients, "
-                                 "DefaultMinimumLatency, StateDirectory)",
+                                 "DefaultMinimumLatency, OnBatteryMinimumLatency, StateDirectory)",
                                  path, lineno, key);
                         r = -EINVAL;
                         break;

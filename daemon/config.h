@@ -45,6 +45,7 @@ typedef struct Limits {
 typedef struct Config {
         Limits limits;
         int32_t default_floor; /* -1: none */
+        int32_t battery_floor; /* OnBatteryMinimumLatency: in force while UPower says OnBattery; -1: none */
         char *state_dir;       /* NULL: not set in the file */
 } Config;
 
@@ -61,6 +62,7 @@ enum {
         CONFIG_SET_MAX_PENDING = 1 << 8,
         CONFIG_SET_MAX_POLKIT_IN_FLIGHT = 1 << 9,
         CONFIG_SET_MAX_CLIENTS = 1 << 10,
+        CONFIG_SET_BATTERY_FLOOR = 1 << 11,
 };
 
 void config_done(Config *c);

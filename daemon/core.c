@@ -21,6 +21,7 @@ int core_init(Core *c, const CoreConfig *config) {
                 .sink = SINK_INIT,
                 .admin_floor = PMQOS_LATENCY_NONE,
                 .default_floor = config->default_floor,
+                .battery_floor = config->battery_floor,
                 .effective = PMQOS_LATENCY_NONE,
                 .state_owner = config->state_owner,
         };
@@ -303,6 +304,24 @@ int core_set_floor(Core *c, int32_t admin_floor, ChangeSet *changes) {
 
 int core_set_default_floor(Core *c, int32_t default_floor, ChangeSet *changes) {
         return set_floors(c, c->admin_floor, default_floor, changes);
+}
+
+int core_set_battery(Core *c, bool on_battery, int32_t battery_floor, ChangeSet *changes) {
+        Before b = before(c);
+        bool old_on = c->on_battery;
+        int32_t old_floor = c->battery_floor;
+
+        c->on_battery = on_battery;
+        c->battery_floor = battery_floor;
+        int k = commit(c);
+        if (k < 0) {
+                c->on_battery = old_on;
+                c->battery_floor = old_floor;
+                return undo(c, &b, k, changes);
+        }
+        changed(c, &b, false, changes);
+        changes->battery = on_battery != old_on;
+        return 0;
 }
 
 int core_drop_owner(Core *c, RequestOwner *owner, ChangeSet *changes) {

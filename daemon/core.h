@@ -23,7 +23,8 @@ typedef struct CoreConfig {
         bool have_device_fd;     /* device_fd is the device, kept for us by the service manager */
         int device_fd;
         int32_t default_floor;
-        uint64_t seed; /* for cookies */
+        int32_t battery_floor; /* in force while on battery; PMQOS_LATENCY_NONE: none */
+        uint64_t seed;         /* for cookies */
 } CoreConfig;
 
 /* What one transaction changed; the bus front turns it into signals. */
@@ -32,6 +33,7 @@ typedef struct ChangeSet {
         bool requests; /* the request set: added, removed, changed or detached */
         bool count;    /* how many requests there are */
         bool floor;    /* the floor in force */
+        bool battery;  /* whether the machine runs on battery */
 } ChangeSet;
 
 typedef struct Core {
@@ -46,6 +48,8 @@ typedef struct Core {
         bool keep_cpus;        /* core_done() leaves per-CPU bounds for the next run (a restart) */
         int32_t admin_floor;   /* set over the bus, persisted; PMQOS_LATENCY_NONE if unset */
         int32_t default_floor; /* from the configuration; PMQOS_LATENCY_NONE if unset */
+        int32_t battery_floor; /* from the configuration: a further floor while on_battery */
+        bool on_battery;       /* as UPower last said; false without UPower */
         int32_t effective;     /* what the device was last given, as the API reports it */
         bool state_dirty;      /* persistent requests or the admin floor changed: saved durably */
         bool originals_dirty;  /* only CPU originals changed: they mean nothing after a reboot, so the
@@ -76,9 +80,13 @@ int core_load(Core *c, int64_t now);
  * run had. */
 int core_start(Core *c, const char *bus_id, RequestOwner *const *owners, int64_t now, ChangeSet *changes);
 
-/* The floor in force: the administrator's, else the configured default. */
+/* The floor in force: the administrator's, else the configured default;
+ * on battery, the battery floor too where it is higher. */
 static inline int32_t core_floor(const Core *c) {
-        return c->admin_floor >= 0 ? c->admin_floor : c->default_floor;
+        int32_t f = c->admin_floor >= 0 ? c->admin_floor : c->default_floor;
+        if (c->on_battery && c->battery_floor > f)
+                f = c->battery_floor;
+        return f;
 }
 
 /* Each returns 0 with *changes filled, or a negative errno with the store,
@@ -92,6 +100,8 @@ int core_update(Core *c, Request *r, int32_t value, ChangeSet *changes);
 int core_cancel(Core *c, Request *r, ChangeSet *changes);
 int core_set_floor(Core *c, int32_t admin_floor, ChangeSet *changes);
 int core_set_default_floor(Core *c, int32_t default_floor, ChangeSet *changes);
+/* The machine went on battery or off it (UPower), or the configured battery floor changed. */
+int core_set_battery(Core *c, bool on_battery, int32_t battery_floor, ChangeSet *changes);
 
 /* These cannot be undone (the owner left, the time came): on a kernel
  * failure the store change stays, the error is returned, and the next

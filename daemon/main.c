@@ -92,6 +92,7 @@ static void options_default(Options *o) {
                                 .device_fd = -1,
                                 .sysfs_root = env_root && *env_root ? env_root : DEFAULT_SYSFS_ROOT,
                                 .default_floor = PMQOS_LATENCY_NONE,
+                                .battery_floor = PMQOS_LATENCY_NONE,
                         },
                         .limits = LIMITS_DEFAULT,
                 },
@@ -212,6 +213,7 @@ static int load_config(Options *o, char **ret_state_dir) {
         Config c = {
                 .limits = LIMITS_DEFAULT,
                 .default_floor = PMQOS_LATENCY_NONE,
+                .battery_floor = PMQOS_LATENCY_NONE,
         };
         unsigned set = 0;
         ssize_t n = 0;
@@ -250,6 +252,7 @@ apply : {
                 o->config.limits.max_timeout_sec = cli.max_timeout_sec;
 }
         o->config.core.default_floor = c.default_floor;
+        o->config.core.battery_floor = c.battery_floor;
         if ((set & CONFIG_SET_STATE_DIR) && !(o->cli_set & CONFIG_SET_STATE_DIR)) {
                 *ret_state_dir = c.state_dir;
                 c.state_dir = NULL;
@@ -279,7 +282,9 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
                 free(state_dir);
                 o->config.limits = next.config.limits;
                 o->config.core.default_floor = next.config.core.default_floor;
-                manager_set_limits(ctx->manager, &o->config.limits, o->config.core.default_floor);
+                o->config.core.battery_floor = next.config.core.battery_floor;
+                manager_set_limits(ctx->manager, &o->config.limits, o->config.core.default_floor,
+                                   o->config.core.battery_floor);
                 const Limits *l = &o->config.limits;
                 log_info("Reloaded %s: %u requests per connection, %u per user, timeouts up to %u s (%u s without "
                          "request-latency-persistent), %u/%u/%u calls pending per connection/user/all, %u polkit "
@@ -375,6 +380,8 @@ static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **r
                                              m);
         if (r >= 0)
                 r = sd_bus_add_filter(bus, NULL, bus_native_properties_filter, m);
+        if (r >= 0)
+                r = sd_bus_add_filter(bus, NULL, bus_upower_old_cancel_filter, m);
         if (r < 0) {
                 log_error("Cannot export the D-Bus objects: %s", strerror(-r));
                 return r;
@@ -395,6 +402,7 @@ static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **r
                 else
                         log_info("Also serving %s for UPower-era clients.", PMQOS_UPOWER_BUS_NAME);
         }
+        (void) manager_watch_battery(m); /* logs; without it the battery floor just never applies */
         *ret = TAKE_PTR(bus);
         return 0;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "util.h"
 
 static uint64_t random_seed(void) {
         uint64_t seed = 0;
@@ -68,7 +69,7 @@ static int emit_compat(Manager *m, const ChangeSet *changes) {
 }
 
 static int emit_properties(Manager *m, const ChangeSet *changes) {
-        const char *names[4];
+        const char *names[5];
         size_t n = 0;
 
         if (changes->latency)
@@ -77,6 +78,8 @@ static int emit_properties(Manager *m, const ChangeSet *changes) {
                 names[n++] = "RequestCount";
         if (changes->floor)
                 names[n++] = "MinimumLatency";
+        if (changes->battery)
+                names[n++] = "OnBattery";
         if (n == 0)
                 return 0;
         names[n] = NULL;
@@ -176,6 +179,9 @@ Manager *manager_free(Manager *m) {
         clients_done(&m->clients);
         auth_free(m->auth);
         sd_event_source_disable_unref(m->expiry_source);
+        for (size_t i = 0; i < ELEMENTSOF(m->battery_slots); i++)
+                sd_bus_slot_unref(m->battery_slots[i]);
+        free(m->upower_owner);
         sd_bus_unref(m->bus);
         sd_event_unref(m->event);
         free(m);
@@ -188,7 +194,7 @@ int manager_attach_bus(Manager *m, sd_bus *bus) {
         return clients_watch(&m->clients, bus);
 }
 
-void manager_set_limits(Manager *m, const Limits *limits, int32_t default_floor) {
+void manager_set_limits(Manager *m, const Limits *limits, int32_t default_floor, int32_t battery_floor) {
         ChangeSet changes;
 
         /* Live requests and calls above a new limit stay; only new ones are refused. */
@@ -198,5 +204,9 @@ void manager_set_limits(Manager *m, const Limits *limits, int32_t default_floor)
         int r = core_set_default_floor(&m->core, default_floor, &changes);
         if (r < 0)
                 log_error("Cannot apply the new default floor: %s", strerror(-r));
+        manager_publish(m, &changes);
+        r = core_set_battery(&m->core, m->core.on_battery, battery_floor, &changes);
+        if (r < 0)
+                log_error("Cannot apply the new battery floor: %s", strerror(-r));
         manager_publish(m, &changes);
 }

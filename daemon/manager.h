@@ -30,6 +30,8 @@ typedef struct Manager {
         Auth *auth;
         Limits limits;
         sd_event_source *expiry_source; /* armed for the earliest deadline only */
+        sd_bus_slot *battery_slots[3];  /* UPower's PropertiesChanged, its owner, a Get in flight */
+        char *upower_owner;             /* the unique name that answered for UPower, whose signals count */
         bool notify;                    /* run by a service manager that wants STATUS= */
 } Manager;
 
@@ -62,6 +64,10 @@ void manager_arm_expiry(Manager *m);
 void manager_notify_status(Manager *m);
 
 /* Applies limits and the default floor (after a reload). */
-void manager_set_limits(Manager *m, const Limits *limits, int32_t default_floor);
+void manager_set_limits(Manager *m, const Limits *limits, int32_t default_floor, int32_t battery_floor);
+
+/* Follows UPower's OnBattery (battery.c): its PropertiesChanged and its name
+ * owner, event-driven; not when pmqosd serves org.freedesktop.UPower itself. */
+int manager_watch_battery(Manager *m);
 
 int64_t now_realtime_usec(void);

@@ -59,6 +59,13 @@ int sink_adopt(Sink *s, const char *path, int fd) {
 }
 
 void sink_close(Sink *s) {
+        struct stat st;
+        /* A regular file standing in for the device forgets nothing by
+         * itself: do what the kernel does when our descriptor closes. */
+        if (s->fd >= 0 && fstat(s->fd, &st) == 0 && S_ISREG(st.st_mode)) {
+                int32_t v = PMQOS_LATENCY_MAX_US;
+                (void) !pwrite(s->fd, &v, sizeof(v), 0);
+        }
         if (s->fd >= 0)
                 close(s->fd); /* the kernel drops our request here */
         s->fd = -1;

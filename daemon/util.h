@@ -18,3 +18,8 @@
 static inline void freep(void *p) {
         free(*(void **) p);
 }
+
+static inline void *mfree(void *p) {
+        free(p);
+        return NULL;
+}

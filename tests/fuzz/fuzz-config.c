@@ -13,7 +13,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-        Config c = { .limits = LIMITS_DEFAULT, .default_floor = -1 };
+        Config c = { .limits = LIMITS_DEFAULT, .default_floor = -1, .battery_floor = -1 };
         unsigned set = 0;
         char err[512] = "";
 

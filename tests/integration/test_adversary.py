@@ -23,6 +23,8 @@ import unittest
 from gi.repository import GLib
 
 from harness import (
+    forge_signal,
+    owner_of,
     pmqos_user_install,
     pmqos_user_uninstall,
     proc_status,
@@ -264,6 +266,22 @@ class TestClients(AdversaryTestCase):
             self.assertEqual(p.call("CancelRequest", "u", 1)[:2], ("error", NO_SUCH))
             p.close()
         self.assertIntact()
+
+    def test_forged_departure_ends_nothing(self):
+        """A NameOwnerChanged sent straight to pmqosd by a peer (sd-bus's match
+        on the bus's name lets it through) used to end the named client's
+        requests; only the bus's own counts."""
+        broker = owner_of(self.honest, BUS_NAME)
+        victim = self.client()
+        cookie = victim.request(650)
+        forge_signal(self.bus, NOBODY, broker, "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
+                     "sss", "('%s', '%s', '')" % (victim.name, victim.name))
+        self.honest.take_signals()  # a round trip to pmqosd: the forgery was handled by now
+        self.assertIn(cookie, [r[0] for r in self.honest.requests()])
+        self.assertIntact(expected_latency=650)
+        victim.close()
+        self.assert_eventually(lambda: cookie not in [r[0] for r in self.honest.requests()],
+                               what="the real departure to count")
 
     def test_pipelined_calls_of_one_connection_are_bounded(self):
         """A connection that sends 200 calls at once, before its credentials

@@ -69,6 +69,7 @@ class TestNativeInterface(NativeTestCase):
             "MinimumLatency": ("i", "readwrite"),
             "RequestCount": ("u", "read"),
             "Version": ("s", "read"),
+            "OnBattery": ("b", "read"),
         })
 
     def test_request_listed_with_every_key(self):
@@ -171,7 +172,8 @@ class TestNativeInterface(NativeTestCase):
         self.assertLessEqual(self.prop(c, "KernelLatency"), 250)
         allp = c.call("GetAll", "s", NATIVE_IFACE, iface=PROPS)[0]
         self.assertEqual(set(allp), {"EffectiveLatency", "KernelLatency", "MinimumLatency", "RequestCount",
-                                     "Version"})
+                                     "Version", "OnBattery"})
+        self.assertIs(allp["OnBattery"], False)  # no UPower on the test bus
 
     def test_properties_changed(self):
         watcher = self.client()

@@ -137,6 +137,61 @@ class TestCommands(CtlTestCase):
             empty.stop()
 
 
+def fake_cstates(root):
+    """Two CPU models and an offline CPU: C1E is 10 µs on cpu0, 15 µs on cpu1,
+    99 µs on cpu2, which is offline and does not count."""
+    tables = {0: [("POLL", 0), ("C1E", 10), ("C6", 133)], 1: [("POLL", 0), ("C1E", 15), ("C3", 80)],
+              2: [("POLL", 0), ("C1E", 99)]}
+    for cpu, states in tables.items():
+        base = os.path.join(root, "devices", "system", "cpu", "cpu%d" % cpu)
+        for k, (name, latency) in enumerate(states):
+            d = os.path.join(base, "cpuidle", "state%d" % k)
+            os.makedirs(d)
+            for f, v in (("name", name), ("latency", latency), ("disable", 0)):
+                with open(os.path.join(d, f), "w") as fh:
+                    fh.write("%s\n" % v)
+        if cpu:
+            with open(os.path.join(base, "online"), "w") as fh:
+                fh.write("0\n" if cpu == 2 else "1\n")
+    return dict(os.environ, PMQOS_SYSFS_ROOT=root)
+
+
+class TestCStateNames(CtlTestCase):
+    def setUp(self):
+        super().setUp()
+        self.sysfs = os.path.join(self.bus.dir, "sysfs")
+        self.env = dict(fake_cstates(self.sysfs), DBUS_SYSTEM_BUS_ADDRESS=self.bus.address)
+
+    def test_hold_by_name(self):
+        # The largest exit latency of an online CPU: C1E stays allowed on both models.
+        proc = self.ctl("hold", "c1e", "--", PMQOSCTL, "list", "--json", env=self.env, check=0)
+        self.assertIn("Holding 15 µs (C1E).", proc.stderr)
+        [held] = json.loads(proc.stdout)
+        self.assertEqual((held["value"], held["reason"]), (15, "C1E"))  # the reason defaults to the name
+        self.assertKernelReleased()
+        proc = self.ctl("hold", "C6", "--reason", "render", "--", PMQOSCTL, "list", "--json", env=self.env, check=0)
+        [held] = json.loads(proc.stdout)
+        self.assertEqual((held["value"], held["reason"]), (133, "render"))
+
+    def test_request_by_name(self):
+        proc = self.ctl("request", "C3", "--timeout", "30", env=self.env, check=0)
+        self.assertIn("Requesting 80 µs (C3).", proc.stderr)
+        cookie = int(proc.stdout)
+        w = self.client()
+        self.assertEqual([(r[0], r[7], r[8]) for r in w.requests()], [(cookie, "C3", 80)])
+        self.ctl("cancel", str(cookie), check=0)
+
+    def test_unknown_name_lists_this_machines(self):
+        proc = self.ctl("hold", "C9", "--", "true", env=self.env, check=2)
+        self.assertIn('unknown C-state "C9"', proc.stderr)
+        for name in ("POLL", "C1E", "C3", "C6"):
+            self.assertIn(name, proc.stderr)
+        empty = dict(self.env, PMQOS_SYSFS_ROOT=os.path.join(self.bus.dir, "no-sysfs"))
+        proc = self.ctl("hold", "C1E", "--", "true", env=empty, check=2)
+        self.assertIn("shows no C-states", proc.stderr)
+        self.assertEqual(self.client().requests(), [])
+
+
 class TestHold(CtlTestCase):
     def test_hold_runs_command_and_returns_its_status(self):
         script = "import struct,sys; f=open(sys.argv[1],'rb'); print(struct.unpack('=i', f.read(4))[0])"

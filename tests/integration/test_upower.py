@@ -161,6 +161,35 @@ class TestRequests(BrokerTestCase):
         name, _ = c.call_error("CancelRequest", "u", keep)  # twice: gone
         self.assertEqual(name, NO_SUCH_REQUEST)
 
+    def test_cancel_with_the_pre_0_9_17_signature(self):
+        """CancelRequest(s type, u cookie), as UPower before 0.9.17 had it."""
+        c = self.client()
+        watcher = self.client()
+        watcher.subscribe(path=PATH)
+        keep, gone = c.request(300), c.request(200)
+        self.assertKernelAtMost(200)
+        watcher.take_signals()
+        # The type must be the request's; nothing changes otherwise.
+        for bad in ("network", "cpu_wakeup_x", ""):
+            name, message = c.call_error("CancelRequest", "su", bad, gone)
+            self.assertIn(name, (INVALID, "org.freedesktop.DBus.Error.NotSupported"), bad)
+            self.assertTrue(message.endswith("."))
+        self.assertEqual(c.call_error("CancelRequest", "su", "cpu_dma", 12345)[0], NO_SUCH_REQUEST)
+        self.assertEqual(len(c.requests()), 2)
+        # At either path, exactly like CancelRequest(u).
+        self.assertEqual(c.call("CancelRequest", "su", "cpu_dma", gone, path=UPOWER_PATH), ())
+        self.assertEqual([r[0] for r in c.requests()], [keep])
+        self.assertKernelAtMost(300)
+        got = watcher.take_signals()
+        self.assertEqual([s[2:] for s in got], [("LatencyChanged", ("cpu_dma", 300)), ("RequestsChanged", ())])
+        c.call("CancelRequest", "su", "cpu_dma", keep)
+        self.assertEqual(c.requests(), [])
+        self.assertKernelReleased()
+        # Introspection still shows the current signature only.
+        node = ET.fromstring(c.call("Introspect", path=PATH, iface="org.freedesktop.DBus.Introspectable")[0])
+        method = node.find("./interface[@name='org.freedesktop.UPower.QoS']/method[@name='CancelRequest']")
+        self.assertEqual([a.get("type") for a in method.findall("arg")], ["u"])
+
     def test_persistent_request_outlives_its_caller(self):
         c = self.client()
         cookie = c.request(150, persistent=True)
@@ -285,6 +314,8 @@ class TestUnprivileged(BrokerTestCase):
         r = nobody.call("RequestLatency", "sib", "cpu_dma", 10, True)
         self.assertEqual(r[:2], ("error", ACCESS_DENIED))
         r = nobody.call("CancelRequest", "u", cookie)
+        self.assertEqual(r[:2], ("error", ACCESS_DENIED))
+        r = nobody.call("CancelRequest", "su", "cpu_dma", cookie)  # the old shape: the same rules
         self.assertEqual(r[:2], ("error", ACCESS_DENIED))
         r = nobody.call("SetMinimumLatency", "si", "cpu_dma", 1000)
         self.assertEqual(r[:2], ("error", ACCESS_DENIED))

@@ -11,7 +11,9 @@
 #include "unit.h"
 
 static Config defaults(void) {
-        return (Config){ .limits = LIMITS_DEFAULT, .default_floor = PMQOS_LATENCY_NONE };
+        return (Config){ .limits = LIMITS_DEFAULT,
+                         .default_floor = PMQOS_LATENCY_NONE,
+                         .battery_floor = PMQOS_LATENCY_NONE };
 }
 
 /* The numeric settings still hold what defaults() put there. */
@@ -53,23 +55,27 @@ START_TEST(test_every_key) {
                                "MaxRequestsPerUser=100000000\n"
                                "MaxTimeoutSec=1\n"
                                "DefaultMinimumLatency=0\n"
+                               "OnBatteryMinimumLatency=400\n"
                                "StateDirectory=/var/lib/pmqos-test\n"
                                "StateDirectory=/run/pmqos", /* the last one wins; no final newline */
                                &c, &set, err, sizeof(err)),
                          0);
         ck_assert_uint_eq(set, CONFIG_SET_MAX_PER_CONNECTION | CONFIG_SET_MAX_PER_UID | CONFIG_SET_MAX_TIMEOUT |
-                                       CONFIG_SET_DEFAULT_FLOOR | CONFIG_SET_STATE_DIR);
+                                       CONFIG_SET_DEFAULT_FLOOR | CONFIG_SET_BATTERY_FLOOR | CONFIG_SET_STATE_DIR);
         ck_assert_uint_eq(c.limits.max_per_connection, 8);
         ck_assert_uint_eq(c.limits.max_per_uid, 100000000);
         ck_assert_uint_eq(c.limits.max_timeout_sec, 1);
         ck_assert_int_eq(c.default_floor, 0);
+        ck_assert_int_eq(c.battery_floor, 400);
         ck_assert_str_eq(c.state_dir, "/run/pmqos");
 
         /* A reload starts from the running values; "none" clears the floor, and
          * a file without StateDirectory no longer sets one. */
-        ck_assert_int_eq(parse("DefaultMinimumLatency=none\n", &c, &set, err, sizeof(err)), 0);
-        ck_assert_uint_eq(set, CONFIG_SET_DEFAULT_FLOOR);
+        ck_assert_int_eq(
+                parse("DefaultMinimumLatency=none\nOnBatteryMinimumLatency=none\n", &c, &set, err, sizeof(err)), 0);
+        ck_assert_uint_eq(set, CONFIG_SET_DEFAULT_FLOOR | CONFIG_SET_BATTERY_FLOOR);
         ck_assert_int_eq(c.default_floor, PMQOS_LATENCY_NONE);
+        ck_assert_int_eq(c.battery_floor, PMQOS_LATENCY_NONE);
         ck_assert_uint_eq(c.limits.max_per_connection, 8);
         ck_assert_ptr_null(c.state_dir);
         config_done(&c);
@@ -90,6 +96,7 @@ static const struct {
         { "MaxTimeoutSec=99999999999999999999\n", ":1: MaxTimeoutSec: invalid value" },
         { "DefaultMinimumLatency=-1\n", ":1: DefaultMinimumLatency: invalid value \"-1\", expected microseconds" },
         { "DefaultMinimumLatency=2000000001\n", ":1: DefaultMinimumLatency: invalid value" },
+        { "OnBatteryMinimumLatency=-5\n", ":1: OnBatteryMinimumLatency: invalid value \"-5\", expected microseconds" },
         { "StateDirectory=var/lib/pmqos\n",
           ":1: StateDirectory: invalid value \"var/lib/pmqos\", expected an absolute" },
         { "# fine\nMaxTimeoutSec=60\nMaxRequests=5\n",

@@ -42,6 +42,7 @@ static void start(Core *c, const char *dev, int64_t now) {
                               .sysfs_root = sysfs,
                               .state_owner = geteuid(),
                               .default_floor = PMQOS_LATENCY_NONE,
+                              .battery_floor = PMQOS_LATENCY_NONE,
                               .seed = 42 };
         ChangeSet changes;
         ck_assert_int_eq(core_init(c, &config), 0);
@@ -58,6 +59,7 @@ static void load_with_record(Core *c, int device_fd, int64_t now) {
                               .sysfs_root = sysfs,
                               .state_owner = geteuid(),
                               .default_floor = PMQOS_LATENCY_NONE,
+                              .battery_floor = PMQOS_LATENCY_NONE,
                               .have_device_fd = device_fd >= 0,
                               .device_fd = device_fd,
                               .seed = 7 };
@@ -70,7 +72,8 @@ static void crash(Core *c) {
         store_done(&c->store);
         runtime_record_done(&c->record);
         runtime_data_done(&c->adoptable);
-        sink_close(&c->sink);
+        close(c->sink.fd); /* not sink_close(): a stand-in device keeps what it held, as the fd store does */
+        free(c->sink.path);
         cpu_sink_done(&c->cpus);
         free(c->state_dir);
 }
@@ -202,6 +205,26 @@ START_TEST(test_floor_rules) {
         ck_assert_int_eq(core_set_default_floor(&c, PMQOS_LATENCY_NONE, &cs), 0);
         ck_assert_int_eq(c.effective, 900);
         ck_assert_str_eq(unit_read_file(sysfs, CPU1), "30");
+
+        /* The battery floor: one more floor, only while on battery, per-CPU bounds too. */
+        ck_assert_int_eq(core_set_battery(&c, false, 500, &cs), 0);
+        CHANGES(cs, false, false, false, false);
+        ck_assert(!cs.battery);
+        ck_assert_int_eq(core_set_battery(&c, true, 500, &cs), 0);
+        CHANGES(cs, false, false, false, true);
+        ck_assert(cs.battery);
+        ck_assert_int_eq(c.effective, 900); /* above it: unchanged */
+        ck_assert_str_eq(unit_read_file(sysfs, CPU1), "500");
+        ck_assert_int_eq(core_set_battery(&c, true, 950, &cs), 0); /* a reload raised it */
+        CHANGES(cs, true, false, false, true);
+        ck_assert(!cs.battery);
+        ck_assert_int_eq(c.effective, 950);
+        ck_assert_int_eq(core_set_floor(&c, 100, &cs), 0); /* the higher of the floors holds */
+        ck_assert_int_eq(core_floor(&c), 950);
+        ck_assert_int_eq(core_set_battery(&c, false, 950, &cs), 0);
+        CHANGES(cs, true, false, false, true);
+        ck_assert_int_eq(c.effective, 900);
+        ck_assert_str_eq(unit_read_file(sysfs, CPU1), "100");
         core_done(&c);
         ck_assert_str_eq(unit_read_file(sysfs, CPU1), "100"); /* given back at the end */
 }

@@ -76,7 +76,10 @@ START_TEST(test_device_written_only_on_change) {
         ck_assert_int_eq(unit_read_device(path), PMQOS_LATENCY_MAX_US);
         ck_assert_int_eq(sink_apply(&s, PMQOS_LATENCY_MAX_US), 0);
         ck_assert_uint_eq(s.n_writes, 3);
+        /* Closing drops our request, as the kernel does with a descriptor. */
+        ck_assert_int_eq(sink_apply(&s, 77), 0);
         sink_close(&s);
+        ck_assert_int_eq(unit_read_device(path), PMQOS_LATENCY_MAX_US);
         ck_assert_int_eq(s.fd, -1);
         sink_close(&s); /* twice is harmless */
         remove_dir();
