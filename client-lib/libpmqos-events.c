@@ -12,14 +12,16 @@ static int on_latency_changed(sd_bus_message *m, void *userdata, sd_bus_error *e
         int32_t value;
 
         (void) error;
-        if (sd_bus_message_read(m, "si", &type, &value) >= 0)
+        if (client_from_broker(c, m) && sd_bus_message_has_signature(m, "si") &&
+            sd_bus_message_read(m, "si", &type, &value) >= 0)
                 client_emit(c, PMQOS_EVENT_LATENCY_CHANGED, value);
         return 0;
 }
 
 static int on_requests_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        (void) m, (void) error;
-        client_emit(userdata, PMQOS_EVENT_REQUESTS_CHANGED, PMQOS_LATENCY_NONE);
+        (void) error;
+        if (client_from_broker(userdata, m))
+                client_emit(userdata, PMQOS_EVENT_REQUESTS_CHANGED, PMQOS_LATENCY_NONE);
         return 0;
 }
 

@@ -46,6 +46,7 @@ struct pmqos_client {
         char *last_error;
         bool interactive;
         bool broker_gone; /* between NameOwnerChanged "left" and "back" */
+        char *broker;     /* the broker's unique name: only its signals count */
         Entry *entries;
         sd_bus_slot *owner_slot;
         sd_bus_slot *latency_slot;
@@ -87,6 +88,9 @@ int client_map_error(pmqos_client *c, const sd_bus_error *e, int r);
 /* A method call on the broker's object; append adds the arguments. */
 int client_call(pmqos_client *c, const char *iface, const char *member, sd_bus_message **ret_reply,
                 int (*append)(sd_bus_message *m, const void *data), const void *data);
+/* Whether m comes from the broker's own connection (a peer may send a
+ * look-alike straight to us: sd-bus's match on a well-known sender lets it in). */
+bool client_from_broker(pmqos_client *c, sd_bus_message *m);
 /* Tells the application's callback, if it set one. */
 void client_emit(pmqos_client *c, pmqos_event event, int32_t usec);
 /* ListRequests, without dispatching first (it runs from a callback too). */

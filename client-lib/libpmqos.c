@@ -236,6 +236,16 @@ static void reissue_all(pmqos_client *c) {
         c->last_error = saved_error;
 }
 
+bool client_from_broker(pmqos_client *c, sd_bus_message *m) {
+        const char *sender = sd_bus_message_get_sender(m);
+        return c->broker && sender && strcmp(sender, c->broker) == 0;
+}
+
+static void set_broker(pmqos_client *c, const char *unique) {
+        free(c->broker);
+        c->broker = unique && unique[0] ? strdup(unique) : NULL;
+}
+
 void client_emit(pmqos_client *c, pmqos_event event, int32_t usec) {
         if (c->callback)
                 c->callback(c, event, usec, c->userdata);
@@ -252,6 +262,7 @@ static int on_name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error
         if (!sender || strcmp(sender, "org.freedesktop.DBus") != 0 || !sd_bus_message_has_signature(m, "sss") ||
             sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || strcmp(name, BUS_NAME) != 0)
                 return 0;
+        set_broker(c, new_owner);
         if (new_owner[0] == 0) {
                 c->broker_gone = true;
                 client_emit(c, PMQOS_EVENT_BROKER_LOST, PMQOS_LATENCY_NONE);
@@ -307,12 +318,13 @@ _public_ int pmqos_client_new(pmqos_client **ret) {
                 return r == -ENOMEM ? r : -EHOSTDOWN;
         }
 
-        /* Make sure someone answers (the bus may start it for us). */
-        r = client_call(c, "org.freedesktop.DBus.Peer", "Ping", NULL, NULL, NULL);
+        /* Make sure someone answers (the bus may start it for us); the answer names the broker. */
+        r = client_call(c, "org.freedesktop.DBus.Peer", "Ping", &reply, NULL, NULL);
         if (r < 0) {
                 pmqos_client_free(c);
                 return r;
         }
+        set_broker(c, sd_bus_message_get_sender(reply));
         *ret = c;
         return 0;
 }
@@ -377,6 +389,7 @@ _public_ pmqos_client *pmqos_client_free(pmqos_client *c) {
         if (c->wake_fd >= 0)
                 close(c->wake_fd);
         free(c->last_error);
+        free(c->broker);
         pthread_mutex_unlock(&c->lock);
         pthread_mutex_destroy(&c->lock);
         free(c);

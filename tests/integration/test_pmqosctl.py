@@ -9,7 +9,7 @@ import signal
 import subprocess
 import tempfile
 
-from harness import NOBODY, ROUNDS, BrokerTestCase, PrivateBus, cpu_hog, main, wait_for
+from harness import NOBODY, ROUNDS, BrokerTestCase, PrivateBus, cpu_hog, forge_signal, main, wait_for
 
 PMQOSCTL = os.environ.get("PMQOSCTL", os.path.join(os.path.dirname(os.environ.get("PMQOSD", "")), "..",
                                                     "client-lib", "pmqosctl"))
@@ -272,6 +272,34 @@ class TestMonitor(CtlTestCase):
             self.assertEqual(p.stdout.readline(), "requests changed\n")
             c.cancel(cookie)
             self.assertEqual(p.stdout.readline(), "latency 70 µs\n")
+            self.assertEqual(p.stdout.readline(), "requests changed\n")
+        finally:
+            p.send_signal(signal.SIGINT)
+            self.assertEqual(p.wait(10), 0)
+            p.stdout.close()
+            p.stderr.close()
+
+    def test_monitor_ignores_look_alikes(self):
+        """Signals made to look like the broker's, sent straight to the
+        monitor by another user, are not reported (libpmqos checks the sender)."""
+        p = subprocess.Popen([PMQOSCTL, "monitor"], env=self.bus.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertIn("Monitoring", p.stderr.readline())
+            w = self.client()
+            bus = "/org/freedesktop/DBus", "org.freedesktop.DBus"
+            names = w.call("ListNames", path=bus[0], iface=bus[1], dest=bus[1])[0]
+            [monitor] = [n for n in names if n.startswith(":") and w.call(
+                "GetConnectionUnixProcessID", "s", n, path=bus[0], iface=bus[1], dest=bus[1])[0] == p.pid]
+            forge_signal(self.bus, NOBODY, monitor, "/org/freedesktop/PMQoS", "org.freedesktop.UPower.QoS",
+                         "LatencyChanged", "si", "('cpu_dma', 1)")
+            forge_signal(self.bus, NOBODY, monitor, "/org/freedesktop/PMQoS", "org.freedesktop.UPower.QoS",
+                         "RequestsChanged", "", "()")
+            forge_signal(self.bus, NOBODY, monitor, "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                         "NameOwnerChanged", "sss", "('org.freedesktop.PMQoS', '%s', '')" % monitor)
+            c = self.client()
+            c.request(50)
+            self.assertEqual(p.stdout.readline(), "latency 50 µs\n")  # the first line is the broker's
             self.assertEqual(p.stdout.readline(), "requests changed\n")
         finally:
             p.send_signal(signal.SIGINT)
