@@ -2,6 +2,7 @@
 """pmqosctl: every command's output and exit status, against the live broker
 and the real device."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -259,11 +260,21 @@ class TestHold(CtlTestCase):
 
 
 class TestMonitor(CtlTestCase):
-    def test_monitor_prints_changes(self):
+    @contextlib.contextmanager
+    def monitor(self):
         p = subprocess.Popen([PMQOSCTL, "monitor"], env=self.bus.env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         try:
             self.assertIn("Monitoring", p.stderr.readline())
+            yield p
+        finally:
+            p.send_signal(signal.SIGINT)
+            self.assertEqual(p.wait(10), 0)
+            p.stdout.close()
+            p.stderr.close()
+
+    def test_monitor_prints_changes(self):
+        with self.monitor() as p:
             c = self.client()
             cookie = c.request(50)
             self.assertEqual(p.stdout.readline(), "latency 50 µs\n")
@@ -273,19 +284,11 @@ class TestMonitor(CtlTestCase):
             c.cancel(cookie)
             self.assertEqual(p.stdout.readline(), "latency 70 µs\n")
             self.assertEqual(p.stdout.readline(), "requests changed\n")
-        finally:
-            p.send_signal(signal.SIGINT)
-            self.assertEqual(p.wait(10), 0)
-            p.stdout.close()
-            p.stderr.close()
 
     def test_monitor_ignores_look_alikes(self):
         """Signals made to look like the broker's, sent straight to the
         monitor by another user, are not reported (libpmqos checks the sender)."""
-        p = subprocess.Popen([PMQOSCTL, "monitor"], env=self.bus.env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-        try:
-            self.assertIn("Monitoring", p.stderr.readline())
+        with self.monitor() as p:
             w = self.client()
             bus = "/org/freedesktop/DBus", "org.freedesktop.DBus"
             names = w.call("ListNames", path=bus[0], iface=bus[1], dest=bus[1])[0]
@@ -301,11 +304,6 @@ class TestMonitor(CtlTestCase):
             c.request(50)
             self.assertEqual(p.stdout.readline(), "latency 50 µs\n")  # the first line is the broker's
             self.assertEqual(p.stdout.readline(), "requests changed\n")
-        finally:
-            p.send_signal(signal.SIGINT)
-            self.assertEqual(p.wait(10), 0)
-            p.stdout.close()
-            p.stderr.close()
 
 
 if __name__ == "__main__":
