@@ -44,6 +44,11 @@ int parse_qos_type(const char *s, QosType *ret, ValidationError *err) {
                 return fail(err, -EOPNOTSUPP, SD_BUS_ERROR_NOT_SUPPORTED, "Latency type \"", s,
                             "\" is not supported: this kernel has no /dev/network_latency.");
 
+        /* Linux 6.19's /dev/cpu_wakeup_latency: a known name, not driven by pmqosd yet. */
+        if (strcmp(s, "cpu_wakeup") == 0)
+                return fail(err, -EOPNOTSUPP, SD_BUS_ERROR_NOT_SUPPORTED, "Latency type \"", s,
+                            "\" is not supported: pmqosd does not drive /dev/cpu_wakeup_latency (Linux 6.19+) yet.");
+
         return fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS, "Unknown latency type \"", s,
                     "\"; the supported type is \"cpu_dma\".");
 }

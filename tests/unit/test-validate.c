@@ -21,6 +21,8 @@ START_TEST(test_validation) {
         ck_assert_int_eq(t, QOS_TYPE_CPU_DMA);
         ck_assert_int_eq(parse_qos_type("network", &t, &e), -EOPNOTSUPP);
         ck_assert_str_eq(e.name, "org.freedesktop.DBus.Error.NotSupported");
+        ck_assert_int_eq(parse_qos_type("cpu_wakeup", &t, &e), -EOPNOTSUPP);
+        ck_assert_str_eq(e.name, "org.freedesktop.DBus.Error.NotSupported");
         ck_assert_int_eq(parse_qos_type("CPU_DMA", &t, &e), -EINVAL);
         ck_assert_str_eq(e.name, "org.freedesktop.DBus.Error.InvalidArgs");
         ck_assert_int_eq(parse_qos_type("", &t, &e), -EINVAL);
