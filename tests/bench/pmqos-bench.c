@@ -733,12 +733,16 @@ static void reap_crowd(pid_t group, int procs) {
                 waitpid(-group, NULL, 0);
 }
 
+static void restart_with(const Config *c, const DaemonOptions *o);
+
 static void measure_crowds(const Config *c) {
         int procs = 10, per_proc = c->quick ? 10 : 100;
         int n = procs * per_proc;
         Row *r;
 
-        /* connections: what each tracked connection with one request costs. */
+        /* connections: what each tracked connection with one request costs,
+         * on a fresh pmqosd (memory freed by earlier rows would hide it). */
+        restart_with(c, &(DaemonOptions){ .listen_fd = -1 });
         usleep(200000);
         long rss0 = status_field(daemon_pid, NULL, "VmRSS");
         pid_t group = spawn_crowd(procs, per_proc, 1);
