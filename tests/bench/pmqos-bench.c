@@ -910,14 +910,15 @@ static void restart_with(const Config *c, const DaemonOptions *o) {
 /* The runtime record's price: request+cancel pairs with it and without it,
  * pmqosd restarted between slices (one of them owns the name at a time). */
 static void measure_record(const Config *c) {
-        int slices = c->quick ? 2 : 6, per = c->pairs / slices;
+        int slices = c->quick ? 2 : 10, per = c->pairs / slices;
         uint64_t *with = calloc((size_t) (per * slices), sizeof(uint64_t));
         uint64_t *without = calloc((size_t) (per * slices), sizeof(uint64_t));
         if (!with || !without)
                 die("allocate samples", ENOMEM);
 
         for (int s = 0; s < slices; s++)
-                for (int mode = 0; mode < 2; mode++) {
+                for (int turn = 0; turn < 2; turn++) {
+                        int mode = (turn + s) % 2; /* which goes first alternates: no order bias */
                         restart_with(c, &(DaemonOptions){ .no_record = mode == 1, .listen_fd = -1 });
                         sd_bus *bus = connect_bus();
                         for (int i = 0; i < per / 10; i++)
