@@ -21,13 +21,18 @@
 
 /* ---- hold ---- */
 
+/* What ends or concerns a hold: interruptions and the command's end. */
+static void hold_signals(sigset_t *mask) {
+        sigemptyset(mask);
+        sigaddset(mask, SIGINT);
+        sigaddset(mask, SIGTERM);
+        sigaddset(mask, SIGHUP);
+        sigaddset(mask, SIGCHLD);
+}
+
 static int hold_loop(pmqos_client *client, pid_t child) {
         sigset_t mask;
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGHUP);
-        sigaddset(&mask, SIGCHLD);
+        hold_signals(&mask);
         int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
         if (sfd < 0) {
                 fprintf(stderr, "pmqosctl: cannot watch signals: %s\n", strerror(errno));
@@ -80,11 +85,7 @@ static int hold_loop(pmqos_client *client, pid_t child) {
 
 static void block_hold_signals(sigset_t *old) {
         sigset_t mask;
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGHUP);
-        sigaddset(&mask, SIGCHLD);
+        hold_signals(&mask);
         sigprocmask(SIG_BLOCK, &mask, old);
 }
 

@@ -180,6 +180,12 @@ static void changed(const Core *c, const Before *b, bool requests, ChangeSet *ch
                                 .floor = core_floor(c) != b->floor };
 }
 
+/* Whether the runtime record follows r: every request that is not
+ * persistent, when a record is kept (no formatting work otherwise). */
+static bool recorded(const Core *c, bool persistent) {
+        return c->record.dir && !persistent;
+}
+
 /* The runtime record follows every request that is not persistent: lines
  * of one transaction, one write. */
 static void record(Core *c, TextBuffer *lines, size_t n_lines, long live_delta) {
@@ -215,7 +221,7 @@ int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes) {
                 store_remove(&c->store, r);
                 return undo(c, &b, k, changes);
         }
-        if (!r->persistent) {
+        if (recorded(c, r->persistent)) {
                 TextBuffer lines = {};
                 runtime_format_add(&lines, r);
                 record(c, &lines, 1, 1);
@@ -244,7 +250,7 @@ int core_update(Core *c, Request *r, int32_t value, ChangeSet *changes) {
                 (void) store_update(&c->store, r, old); /* room was reserved for old: cannot fail */
                 return undo(c, &b, k, changes);
         }
-        if (!r->persistent) {
+        if (recorded(c, r->persistent)) {
                 TextBuffer lines = {};
                 runtime_format_value(&lines, r->cookie, value);
                 record(c, &lines, 1, 0);
@@ -271,7 +277,7 @@ int core_cancel(Core *c, Request *r, ChangeSet *changes) {
         if (persistent) {
                 c->state_dirty = true;
                 (void) core_save(c);
-        } else {
+        } else if (recorded(c, persistent)) {
                 TextBuffer lines = {};
                 runtime_format_remove(&lines, cookie);
                 record(c, &lines, 1, -1);
@@ -331,7 +337,7 @@ int core_drop_owner(Core *c, RequestOwner *owner, ChangeSet *changes) {
         long delta = 0;
 
         for (Request *r = owner->head; r; r = r->owner_next) {
-                if (r->persistent)
+                if (!recorded(c, r->persistent))
                         continue;
                 if (request_dies_with_owner(r)) {
                         runtime_format_remove(&lines, r->cookie);
@@ -358,7 +364,7 @@ int core_expire(Core *c, int64_t now, ChangeSet *changes) {
                 log_debug("Request %" PRIu32 " reached its deadline.", r->cookie);
                 if (r->persistent)
                         c->state_dirty = true;
-                else {
+                else if (recorded(c, false)) {
                         runtime_format_remove(&lines, r->cookie);
                         n_lines++;
                 }
