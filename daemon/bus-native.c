@@ -10,6 +10,7 @@
 #include "bus.h"
 #include "cpu-sink.h"
 #include "actions.h"
+#include "explain.h"
 #include "validate.h"
 
 static int check_cpus_exist(Manager *m, const RequestOptions *o, sd_bus_error *error) {
@@ -75,7 +76,7 @@ static int method_update(sd_bus_message *message, void *userdata, sd_bus_error *
         return action_update(m, message, cookie, value, error);
 }
 
-static int append_request(sd_bus_message *reply, const Request *req) {
+int bus_append_request(sd_bus_message *reply, const Request *req) {
         int r = sd_bus_message_open_container(reply, 'a', "{sv}");
         if (r < 0)
                 return r;
@@ -116,7 +117,7 @@ static int method_list_requests(sd_bus_message *message, void *userdata, sd_bus_
         if (r < 0)
                 return r;
         STORE_FOREACH(req, &m->core.store) {
-                r = append_request(reply, req);
+                r = bus_append_request(reply, req);
                 if (r < 0)
                         return r;
         }
@@ -220,6 +221,8 @@ const sd_bus_vtable bus_native_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("Cancel", SD_BUS_ARGS("u", cookie), SD_BUS_NO_RESULT, bus_method_cancel,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListRequests", SD_BUS_NO_ARGS, SD_BUS_RESULT("aa{sv}", requests), method_list_requests,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Explain", SD_BUS_NO_ARGS, SD_BUS_RESULT("a{sv}", explanation), bus_method_explain,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_PROPERTY("EffectiveLatency", "i", property_get_effective, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("KernelLatency", "i", property_get_kernel, 0, 0),

@@ -19,6 +19,9 @@ extern const sd_bus_vtable bus_native_vtable[];
 int bus_native_properties_filter(sd_bus_message *message, void *userdata, sd_bus_error *error);
 int bus_upower_old_cancel_filter(sd_bus_message *message, void *userdata, sd_bus_error *error);
 
+/* One ListRequests entry (a{sv}) for req. */
+int bus_append_request(sd_bus_message *reply, const Request *req);
+
 /* The D-Bus error a validation failure carries. */
 int bus_reply_validation_error(sd_bus_error *error, const ValidationError *v);
 /* CancelRequest(u) and Cancel(u): the same call under two names. */

@@ -23,15 +23,14 @@
 /* /proc/PID/cmdline is read up to this much; what is kept is PMQOS_EXEC_MAX. */
 #define CMDLINE_READ_MAX 4096
 
-static SharedString *read_cmdline(pid_t pid) {
+char *process_command_line(pid_t pid) {
         char path[64], buf[CMDLINE_READ_MAX];
         snprintf(path, sizeof(path), "/proc/%d/cmdline", (int) pid);
 
         int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return shared_string_new("");
-        ssize_t n = read(fd, buf, sizeof(buf));
-        close(fd);
+        ssize_t n = fd < 0 ? 0 : read(fd, buf, sizeof(buf));
+        if (fd >= 0)
+                close(fd);
         if (n < 0)
                 n = 0;
 
@@ -42,7 +41,11 @@ static SharedString *read_cmdline(pid_t pid) {
         while (n > 0 && buf[n - 1] == ' ')
                 n--;
         /* Anything else a process put there is escaped: it reaches the bus and terminals. */
-        char *clean = text_clean(buf, (size_t) n, PMQOS_EXEC_MAX);
+        return text_clean(buf, (size_t) n, PMQOS_EXEC_MAX);
+}
+
+static SharedString *read_cmdline(pid_t pid) {
+        char *clean = process_command_line(pid);
         if (!clean)
                 return NULL;
         SharedString *s = shared_string_new(clean);

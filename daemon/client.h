@@ -84,6 +84,10 @@ int clients_watch(Clients *cs, sd_bus *bus);
 /* Finds the client with this unique name, or starts tracking it. -EUSERS
  * when MaxClients are tracked and none of them is idle. */
 int client_get(Clients *cs, const char *name, Client **ret);
+
+/* /proc/PID/cmdline, arguments joined by spaces, cleaned (text.h) and cut at
+ * PMQOS_EXEC_MAX bytes; "" when it cannot be read. NULL only when out of memory. */
+char *process_command_line(pid_t pid);
 Client *client_ref(Client *c);
 Client *client_unref(Client *c);
 

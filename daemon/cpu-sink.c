@@ -236,6 +236,17 @@ int cpu_sink_adopt_originals(CpuSink *s, const CpuOriginal *originals, size_t n)
         return 0;
 }
 
+int cpu_sink_view(const CpuSink *s, uint32_t cpu, CpuFileView *ret) {
+        *ret = (CpuFileView){};
+        int r = read_value(s, cpu, ret->text, sizeof(ret->text));
+        if (r < 0)
+                return r;
+        ret->bound = strcmp(ret->text, "0") == 0 ? PMQOS_LATENCY_NONE : parse_written(ret->text);
+        const CpuOriginal *o = find(s, cpu);
+        ret->foreign = o ? ret->bound != o->written : ret->bound != PMQOS_LATENCY_NONE;
+        return 0;
+}
+
 int cpu_sink_restore_all(CpuSink *s) {
         int ret = 0;
 

@@ -47,5 +47,17 @@ int32_t cpu_sink_written(const CpuSink *s, uint32_t cpu);
  * so that the next commit writes only the CPUs whose bound differs and
  * gives back the others. CPUs that are gone are skipped. */
 int cpu_sink_adopt_originals(CpuSink *s, const CpuOriginal *originals, size_t n);
+/* What cpu's file holds now: its text as read (at most 31 bytes, cleaned by
+ * the caller before it leaves pmqosd), as a bound (PMQOS_LATENCY_NONE for
+ * "0", CPU_WRITTEN_UNKNOWN for text no writer of a bound produces), and
+ * whether it differs from what we last wrote, or, where we constrain
+ * nothing, from "0": someone else writes the file. */
+typedef struct CpuFileView {
+        char text[32];
+        int32_t bound;
+        bool foreign;
+} CpuFileView;
+int cpu_sink_view(const CpuSink *s, uint32_t cpu, CpuFileView *ret);
+
 /* Restores every CPU we constrain. Returns the first error, having tried all. */
 int cpu_sink_restore_all(CpuSink *s);

@@ -517,6 +517,8 @@ static int run(int argc, char *argv[]) {
         /* The user to become is looked up while the user database is still readable. */
         struct passwd user = {};
         o.config.core.state_owner = geteuid();
+        o.config.helper_uid = (uid_t) -1;
+        o.config.helper_gid = (gid_t) -1;
         if (o.user) {
                 errno = 0;
                 struct passwd *pw = getpwnam(o.user);
@@ -527,6 +529,8 @@ static int run(int argc, char *argv[]) {
                 /* Only what drop_privileges() needs; the name is argv's, which lives on. */
                 user = (struct passwd){ .pw_name = (char *) o.user, .pw_uid = pw->pw_uid, .pw_gid = pw->pw_gid };
                 o.config.core.state_owner = pw->pw_uid;
+                o.config.helper_uid = pw->pw_uid;
+                o.config.helper_gid = pw->pw_gid;
         }
 
         sigemptyset(&mask);

@@ -145,9 +145,14 @@ int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config) {
                 manager_free(m);
                 return r;
         }
+        /* Before any thread exists (polkit's) and while root: the helper is a fork. */
+        m->explainer.helper_fd = -1;
+        (void) explainer_start_helper(m, config->helper_uid, config->helper_gid);
         r = sd_event_add_time(event, &m->expiry_source, CLOCK_REALTIME, UINT64_MAX, 1000, on_expiry, m);
         if (r >= 0)
                 r = sd_event_source_set_enabled(m->expiry_source, SD_EVENT_OFF);
+        if (r >= 0)
+                r = explainer_attach_event(m);
         if (r >= 0)
                 r = auth_new(&m->auth, event, m->limits.max_polkit_in_flight);
         if (r < 0) {
@@ -175,6 +180,7 @@ Manager *manager_free(Manager *m) {
          * requests, then the clients that owned them. */
         if (m->auth)
                 calls_done(&m->calls);
+        explainer_done(&m->explainer);
         core_done(&m->core);
         clients_done(&m->clients);
         auth_free(m->auth);

@@ -15,10 +15,13 @@
 #include "config.h"
 #include "contract.h"
 #include "core.h"
+#include "explain.h"
 
 typedef struct ManagerConfig {
         CoreConfig core;
         Limits limits;
+        uid_t helper_uid; /* what the holder scan helper becomes; (uid_t) -1: stays who pmqosd is */
+        gid_t helper_gid;
 } ManagerConfig;
 
 typedef struct Manager {
@@ -29,6 +32,7 @@ typedef struct Manager {
         Calls calls;
         Auth *auth;
         Limits limits;
+        Explainer explainer;
         sd_event_source *expiry_source; /* armed for the earliest deadline only */
         sd_bus_slot *battery_slots[3];  /* UPower's PropertiesChanged, its owner, a Get in flight */
         char *upower_owner;             /* the unique name that answered for UPower, whose signals count */
