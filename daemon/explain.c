@@ -357,7 +357,7 @@ int bus_method_explain(sd_bus_message *message, void *userdata, sd_bus_error *er
 
         int r = call_know_caller(&m->calls, message, &c, error);
         if (r <= 0)
-                return r; /* 0: the bus tells who it is, and this runs again */
+                return r < 0 ? r : 1; /* 0: the bus tells who it is, and this runs again */
         if (c->uid != 0 && waiting_of(e, c->uid) >= EXPLAIN_WAITING_PER_UID)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
                                          "User %u already has %u Explain() calls waiting; wait for their answers.",

@@ -1,0 +1,361 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Explain(): what sets the bound (a request, a floor, another holder of the
+device), who else holds the device (a real process, also of another user,
+seen by pmqosd running as pmqos), each CPU's bound and C-states on a fake
+sysfs with two CPU models and on this machine's, per-CPU files changed
+behind pmqosd's back, a kernel that ignores writes (a FUSE file), and the
+bound on calls waiting for a scan."""
+
+import os
+import pwd
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from gi.repository import GLib
+
+from harness import (
+    IS_ROOT,
+    LATENCY_MAX,
+    NATIVE_IFACE,
+    NOBODY,
+    BrokerTestCase,
+    main,
+    pmqos_user_install,
+    pmqos_user_uninstall,
+    proc_status,
+    skip_notice,
+    wait_for,
+)
+from test_cpus import cpu_file, make_fake_sysfs
+
+LIMITS = "org.freedesktop.DBus.Error.LimitsExceeded"
+IGNORING_DEVICE = os.environ.get("PMQOS_IGNORING_DEVICE")
+CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE = 2, 19
+
+# Holds the device with a value, optionally as another user, until its stdin closes.
+HOLDER = r"""
+import os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.write(fd, struct.pack("=i", int(sys.argv[2])))
+if len(sys.argv) > 3:
+    os.setgroups([])
+    os.setresgid(int(sys.argv[3]), int(sys.argv[3]), int(sys.argv[3]))
+    os.setresuid(int(sys.argv[3]), int(sys.argv[3]), int(sys.argv[3]))
+print("holding", flush=True)
+sys.stdin.read()
+"""
+
+
+def setUpModule():
+    pmqos_user_install()
+
+
+def tearDownModule():
+    pmqos_user_uninstall()
+
+
+class Holder:
+    """A real process other than pmqosd holding the device."""
+
+    def __init__(self, path, value, uid=None, marker="pmqos-test-holder"):
+        args = [sys.executable, "-c", HOLDER, path, str(value)] + ([str(uid)] if uid is not None else [])
+        # The marker shows in the command line that Explain() reports.
+        self.proc = subprocess.Popen(args + ["--", marker], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "holding"
+        self.pid = self.proc.pid
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
+def online_cpus(root="/sys"):
+    with open(os.path.join(root, "devices/system/cpu/online")) as f:
+        text = f.read().strip()
+    cpus = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus += list(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def helper_pid(daemon_pid):
+    """pmqosd's holder scan helper: its child named pmqosd-holders."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                st = proc_status(int(entry))
+            except OSError:
+                continue
+            if st.get("PPid") == str(daemon_pid) and st.get("Name") == "pmqosd-holders":
+                return int(entry)
+    return None
+
+
+class ExplainTestCase(BrokerTestCase):
+    def explain(self, c=None):
+        return (c or self.client()).call("Explain", None, iface=NATIVE_IFACE)[0]
+
+    def request(self, c, value, **options):
+        o = {k: (GLib.Variant("au", v) if k == "cpus" else GLib.Variant("s", v)) for k, v in options.items()}
+        return c.call("Request", "sia{sv}", "cpu_dma", value, o, iface=NATIVE_IFACE)[0]
+
+
+@unittest.skipUnless(IS_ROOT, "needs root: the real device and other processes' descriptors")
+class TestBoundBy(ExplainTestCase):
+    def test_request_binds(self):
+        c = self.client()
+        self.request(c, 80, reason="mixing")
+        cookie = self.request(c, 55, reason="recording")
+        e = self.explain()
+        self.assertEqual((e["effective"], e["bound_by"], e["floor"]), (55, "request", -1))
+        self.assertLessEqual(e["kernel"], 55)
+        self.assertEqual(e["binding"]["cookie"], cookie)
+        self.assertEqual(e["binding"]["reason"], "recording")
+        listed = [r for r in c.call("ListRequests", None, iface=NATIVE_IFACE)[0] if r["cookie"] == cookie]
+        self.assertEqual(e["binding"], listed[0])  # the same keys and values as ListRequests
+        self.assertFalse(e["kernel_ignores_writes"])
+
+    def test_nothing_binds(self):
+        e = self.explain()
+        self.assertEqual((e["effective"], e["binding"]), (-1, {}))
+        # Another program may hold the device on this machine; then it is named.
+        self.assertEqual(e["bound_by"], "none" if e["kernel"] == LATENCY_MAX else "external")
+
+    def test_floors(self):
+        c = self.client()
+        self.request(c, 50)
+        c.call("SetMinimumLatency", "si", "cpu_dma", 100)
+        e = self.explain()
+        self.assertEqual((e["effective"], e["floor"], e["bound_by"], e["binding"]), (100, 100, "floor", {}))
+        c.call("SetMinimumLatency", "si", "cpu_dma", 30)
+        self.assertEqual(self.explain()["bound_by"], "request")  # the floor is below the request
+
+        config = os.path.join(self.bus.dir, "pmqosd.conf")
+        with open(config, "w") as f:
+            f.write("[pmqosd]\nDefaultMinimumLatency=200\n")
+        self.start_daemon(("--config", config))
+        c = self.client()
+        self.request(c, 50)
+        e = self.explain(c)
+        self.assertEqual((e["effective"], e["bound_by"]), (200, "default-floor"))
+
+    def test_external_holder_of_another_user(self):
+        c = self.client()
+        self.request(c, 55)
+        holder = Holder(self.kernel.path, 7, uid=NOBODY)
+        try:
+            e = self.explain()
+            mine = [h for h in e["external_holders"] if h["pid"] == holder.pid]
+            self.assertEqual(len(mine), 1, e["external_holders"])
+            self.assertEqual(mine[0]["uid"], NOBODY)
+            self.assertIn("pmqos-test-holder", mine[0]["exec"])
+            self.assertNotIn(self.daemon.proc.pid, [h["pid"] for h in e["external_holders"]])
+            self.assertTrue(e["external_holders_complete"])
+            self.assertLessEqual(e["kernel"], 7)
+            self.assertEqual((e["effective"], e["bound_by"], e["binding"]), (55, "external", {}))
+            for cpu in e["cpus"]:
+                self.assertLessEqual(cpu["bound"], 7)  # the kernel's value is every CPU's bound
+        finally:
+            holder.stop()
+        e = self.explain()
+        self.assertNotIn(holder.pid, [h["pid"] for h in e["external_holders"]])
+        self.assertEqual(e["bound_by"], "request" if e["kernel"] == 55 else "external")
+
+    def test_waiting_calls_are_bounded_per_user(self):
+        helper = helper_pid(self.daemon.proc.pid)
+        self.assertIsNotNone(helper)
+        os.kill(helper, signal.SIGSTOP)  # a scan that takes its time
+        try:
+            peers = [self.peer(uid=NOBODY) for _ in range(6)]
+            for p in peers:
+                p.send_call("Explain", None, iface=NATIVE_IFACE)
+
+            def answered():
+                return [p for p in peers if select.select([p.proc.stdout], [], [], 0)[0]]
+            # Beyond EXPLAIN_WAITING_PER_UID (4), a user's calls are refused at once.
+            refused = self.assert_eventually(lambda: len(answered()) == 2 and answered(), what="two refusals")
+            for p in refused:
+                self.assertEqual(p.receive_call()[1], LIMITS)
+            other = self.peer(uid=pwd.getpwnam("daemon").pw_uid)
+            other.send_call("Explain", None, iface=NATIVE_IFACE)  # another user is not locked out
+            self.assert_persists(lambda: not select.select([other.proc.stdout], [], [], 0)[0], 0.3,
+                                 what="the other user's call waiting for the scan")
+            os.kill(helper, signal.SIGCONT)
+            for p in [p for p in peers if p not in refused] + [other]:
+                self.assertEqual(p.receive_call()[0], "ok")
+        finally:
+            os.kill(helper, signal.SIGCONT)
+        self.assertIn(self.explain()["bound_by"], ("none", "external"))
+
+    def test_helper_gone_explain_still_answers(self):
+        helper = helper_pid(self.daemon.proc.pid)
+        os.kill(helper, signal.SIGKILL)
+        c = self.client()
+        self.request(c, 45)
+        e = wait_for(lambda: (lambda e: e if not e["external_holders_complete"] else None)(self.explain(c)),
+                     what="Explain() to report holders unknown")
+        self.assertEqual((e["effective"], e["external_holders"]), (45, []))
+        self.assertIn("holder scan helper ended", self.daemon.output())
+        self.assertEqual(self.explain(c)["bound_by"], "request")  # and again: no helper, still answers
+
+
+@unittest.skipUnless(IS_ROOT, "needs root: switching to user pmqos")
+class TestUnprivilegedDaemon(ExplainTestCase):
+    daemon_args = ("--user", "pmqos")
+
+    def test_helper_alone_keeps_two_capabilities(self):
+        pmqos = pwd.getpwnam("pmqos")
+        main_status = proc_status(self.daemon.proc.pid)
+        self.assertEqual(int(main_status["CapEff"], 16), 0)
+        self.assertEqual(int(main_status["CapPrm"], 16), 0)
+        helper = helper_pid(self.daemon.proc.pid)
+        st = proc_status(helper)
+        self.assertEqual(st["Uid"].split(), [str(pmqos.pw_uid)] * 4)
+        keep = (1 << CAP_SYS_PTRACE) | (1 << CAP_DAC_READ_SEARCH)
+        self.assertEqual((int(st["CapEff"], 16), int(st["CapPrm"], 16), int(st["CapBnd"], 16)), (keep, keep, keep))
+        self.assertEqual(st["NoNewPrivs"], "1")
+
+        holder = Holder(self.kernel.path, 9, uid=NOBODY)
+        try:
+            e = self.explain()
+            self.assertIn(holder.pid, [h["pid"] for h in e["external_holders"]])
+            self.assertTrue(e["external_holders_complete"])
+            self.assertNotIn(helper, [h["pid"] for h in e["external_holders"]])
+        finally:
+            holder.stop()
+
+
+FAKE_MODELS = {
+    # cpu: [(name, latency, disable, usage, time)]
+    "big": [("POLL", 0, 0, 10, 100), ("C1", 2, 0, 200, 5000), ("C1E", 10, 0, 300, 9000), ("C6", 133, 1, 0, 0)],
+    "little": [("POLL", 0, 0, 5, 50), ("C1", 1, 0, 50, 700), ("C6", 85, 0, 900, 120000)],
+}
+
+
+def make_cpuidle(root, cpu, model):
+    for k, (name, latency, disable, usage, time_us) in enumerate(FAKE_MODELS[model]):
+        d = os.path.join(root, "devices/system/cpu/cpu%d/cpuidle/state%d" % (cpu, k))
+        os.makedirs(d)
+        for f, v in (("name", name), ("latency", latency), ("disable", disable), ("usage", usage), ("time", time_us)):
+            with open(os.path.join(d, f), "w") as fh:
+                fh.write("%s\n" % v)
+
+
+class TestFakeSysfs(ExplainTestCase):
+    def setUp(self):
+        self.sysfs = make_fake_sysfs({0: "0", 1: "0", 2: "40", 3: "0"}, offline=(3,))
+        self.addCleanup(shutil.rmtree, self.sysfs, True)
+        for cpu, model in ((0, "big"), (1, "big"), (2, "little"), (3, "little")):
+            make_cpuidle(self.sysfs, cpu, model)
+        self.daemon_args = ("--sysfs-root", self.sysfs)
+        super().setUp()
+
+    def cpus(self, e):
+        return {c["cpu"]: c for c in e["cpus"]}
+
+    def test_models_bounds_and_states(self):
+        c = self.client()
+        self.request(c, 5, cpus=[1])
+        e = self.explain(c)
+        cpus = self.cpus(e)
+        self.assertEqual(sorted(cpus), [0, 1, 2])  # cpu3 is offline
+        global_bound = e["kernel"] if e["kernel"] < LATENCY_MAX else -1
+        self.assertEqual(cpus[0]["bound"], global_bound)
+        self.assertEqual((cpus[1]["bound"], cpus[1]["resume_latency"], cpus[1]["foreign"]), (5, "5", False))
+        states = {s["name"]: s for s in cpus[1]["cstates"]}
+        self.assertEqual(list(states), ["POLL", "C1", "C1E", "C6"])
+        self.assertEqual([states[n]["allowed"] for n in states], [True, True, False, False])
+        self.assertEqual([states[n]["disabled"] for n in states], [False, False, False, True])
+        self.assertEqual((states["C1E"]["latency"], states["C1E"]["usage"], states["C1E"]["time"]), (10, 300, 9000))
+        # cpu2 is another model, bound by a value someone else wrote there.
+        self.assertEqual((cpus[2]["bound"], cpus[2]["resume_latency"], cpus[2]["foreign"]), (40, "40", True))
+        self.assertEqual([(s["name"], s["latency"], s["allowed"]) for s in cpus[2]["cstates"]],
+                         [("POLL", 0, True), ("C1", 1, True), ("C6", 85, False)])
+
+    def test_changed_behind_our_back_and_residency(self):
+        c = self.client()
+        self.request(c, 5, cpus=[1])
+        self.assertFalse(self.cpus(self.explain(c))[1]["foreign"])
+        with open(cpu_file(self.sysfs, 1), "w") as f:
+            f.write("n/a\n")  # another tool writes 0 µs there
+        cpu1 = self.cpus(self.explain(c))[1]
+        self.assertEqual((cpu1["resume_latency"], cpu1["bound"], cpu1["foreign"]), ("n/a", 0, True))
+        self.assertEqual([s["allowed"] for s in cpu1["cstates"]], [True, False, False, False])
+
+        state = os.path.join(self.sysfs, "devices/system/cpu/cpu0/cpuidle/state1")
+        for f, v in (("usage", 260), ("time", 8000)):
+            with open(os.path.join(state, f), "w") as fh:
+                fh.write("%d\n" % v)
+        c1 = self.cpus(self.explain(c))[0]["cstates"][1]
+        self.assertEqual((c1["usage"], c1["time"]), (260, 8000))  # read when asked, not cached
+
+    def test_odd_sysfs_text_is_cleaned(self):
+        state = os.path.join(self.sysfs, "devices/system/cpu/cpu0/cpuidle/state2")
+        with open(os.path.join(state, "name"), "wb") as f:
+            f.write(b"C1E\xff\x1b[31m\n")
+        with open(os.path.join(state, "latency"), "w") as f:
+            f.write("-5\n")  # not a latency: the list ends before it
+        cpu0 = self.cpus(self.explain())[0]
+        self.assertEqual([s["name"] for s in cpu0["cstates"]], ["POLL", "C1"])
+        with open(os.path.join(state, "latency"), "w") as f:
+            f.write("10\n")
+        name = self.cpus(self.explain())[0]["cstates"][2]["name"]
+        self.assertEqual(name, "C1E\\xff\\x1b[31m")
+
+
+@unittest.skipUnless(IS_ROOT, "needs root: the real sysfs")
+class TestRealSysfs(ExplainTestCase):
+    def test_every_online_cpu(self):
+        e = self.explain()
+        self.assertEqual(sorted(c["cpu"] for c in e["cpus"]), online_cpus())
+        for cpu in e["cpus"]:
+            with open(cpu_file("/sys", cpu["cpu"])) as f:
+                self.assertEqual(cpu["resume_latency"], f.read().strip())
+            idle = "/sys/devices/system/cpu/cpu%d/cpuidle" % cpu["cpu"]
+            n = len([d for d in os.listdir(idle) if d.startswith("state")]) if os.path.isdir(idle) else 0
+            self.assertEqual(len(cpu["cstates"]), n)
+
+
+@unittest.skipUnless(IS_ROOT, "needs root: mounting a FUSE file system")
+class TestKernelIgnoringWrites(ExplainTestCase):
+    def setUp(self):
+        super().setUp()
+        if not IGNORING_DEVICE:
+            self.skipTest("pmqos-ignoring-device was not built (no libfuse3)")
+        self.mount = tempfile.mkdtemp(prefix="pmqos-fuse-")
+        self.fuse = subprocess.Popen([IGNORING_DEVICE, self.mount])
+        self.addCleanup(self.unmount)
+        wait_for(lambda: os.path.exists(os.path.join(self.mount, "device")), what="the FUSE device")
+        self.start_daemon(device=os.path.join(self.mount, "device"))
+
+    def unmount(self):
+        self.daemon.stop()
+        subprocess.run(["fusermount3", "-u", self.mount], check=False)
+        self.fuse.wait(10)
+        os.rmdir(self.mount)
+
+    def test_detected_and_logged_once(self):
+        c = self.client()
+        self.request(c, 50)
+        e = self.explain(c)
+        self.assertEqual((e["kernel"], e["effective"], e["kernel_ignores_writes"]), (LATENCY_MAX, 50, True))
+        self.assertEqual(e["bound_by"], "request")  # pmqosd asks; the kernel does not listen
+        self.request(c, 20)
+        self.assertEqual(self.daemon.output().count("The kernel ignores writes"), 1)
+
+
+if not IS_ROOT:
+    skip_notice("Explain() on the real device", "needs root")
+if not IGNORING_DEVICE:
+    skip_notice("a kernel that ignores writes", "pmqos-ignoring-device was not built: install libfuse3-dev")
+
+if __name__ == "__main__":
+    main()

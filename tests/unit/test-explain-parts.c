@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Unit tests of what Explain() is built from: the holder scan against real
+ * processes of this machine's /proc, the helper's answer on the wire, a fake
+ * cpuidle tree read back, and a per-CPU file's view (ours or foreign). */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cpu-sink.h"
+#include "cpuidle.h"
+#include "holders.h"
+#include "store.h"
+#include "unit.h"
+
+/* A child that opens path and waits until its pipe closes; the pid, ready. */
+static pid_t hold(const char *path, int *ret_pipe) {
+        int go[2], ready[2];
+        ck_assert_int_eq(pipe(go), 0);
+        ck_assert_int_eq(pipe(ready), 0);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                int fd = open(path, O_RDWR);
+                /* Nothing of the other holders' pipes: each ends when its own closes. */
+                for (int k = 3; k < 256; k++)
+                        if (k != fd && k != go[0] && k != ready[1])
+                                close(k);
+                (void) !write(ready[1], fd >= 0 ? "y" : "n", 1);
+                char c;
+                (void) !read(go[0], &c, 1);
+                _exit(0);
+        }
+        close(go[0]);
+        close(ready[1]);
+        char c = 0;
+        ck_assert_int_eq(read(ready[0], &c, 1), 1);
+        ck_assert_int_eq(c, 'y');
+        close(ready[0]);
+        *ret_pipe = go[1];
+        return pid;
+}
+
+static void release(pid_t pid, int pipe_fd) {
+        close(pipe_fd);
+        ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+}
+
+static bool has(const HolderScan *scan, pid_t pid) {
+        for (uint32_t i = 0; i < scan->n; i++)
+                if (scan->pids[i] == (uint32_t) pid)
+                        return true;
+        return false;
+}
+
+START_TEST(test_scan_finds_holders_and_skips) {
+        const char *dir = unit_make_dir("holders");
+        char path[256], other[256];
+        snprintf(path, sizeof(path), "%s/cpu_dma_latency", dir);
+        snprintf(other, sizeof(other), "%s/sub/cpu_dma_latency", dir);
+        unit_write_file(dir, "cpu_dma_latency", "x");
+        unit_write_file(dir, "sub/cpu_dma_latency", "y"); /* same name, another file: not a holder */
+
+        int p1, p2, p3;
+        pid_t a = hold(path, &p1), b = hold(path, &p2), c = hold(other, &p3);
+        /* Opened after the forks: the children must not inherit it. */
+        int mine = open(path, O_RDWR | O_CLOEXEC);
+        ck_assert_int_ge(mine, 0);
+        HolderTarget target;
+        ck_assert_int_eq(holder_target_init(&target, mine, path), 0);
+        ck_assert_str_eq(target.basename, "cpu_dma_latency");
+        int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(proc, 0);
+        pid_t skip[] = { getpid(), b };
+        HolderScan scan;
+        holders_scan(proc, &target, skip, 2, &scan);
+        ck_assert(has(&scan, a));
+        ck_assert(!has(&scan, b));        /* skipped, as pmqosd and its helper are */
+        ck_assert(!has(&scan, c));        /* a look-alike name */
+        ck_assert(!has(&scan, getpid())); /* we hold it too, and are skipped */
+
+        release(a, p1);
+        holders_scan(proc, &target, skip, 2, &scan);
+        ck_assert(!has(&scan, a)); /* gone */
+        release(b, p2);
+        release(c, p3);
+        close(proc);
+        close(mine);
+        unit_remove_dir(dir);
+}
+END_TEST
+
+START_TEST(test_wire_round_trip_and_refusals) {
+        HolderScan scan = { .n = 3, .complete = true, .pids = { 1, 42, 4000000 } }, back;
+        uint8_t buf[HOLDERS_WIRE_MAX + 8];
+        size_t len = holders_encode(&scan, buf);
+        ck_assert_uint_eq(len, 8 + 3 * 4);
+        ck_assert_int_eq(holders_decode(buf, len, &back), 0);
+        ck_assert_uint_eq(back.n, 3);
+        ck_assert(back.complete);
+        ck_assert_uint_eq(back.pids[2], 4000000);
+
+        ck_assert_int_eq(holders_decode(buf, len - 1, &back), -EBADMSG); /* short */
+        ck_assert_int_eq(holders_decode(buf, 7, &back), -EBADMSG);
+        uint32_t bad[2] = { HOLDERS_MAX + 1, 1 };
+        memcpy(buf, bad, sizeof(bad));
+        ck_assert_int_eq(holders_decode(buf, sizeof(bad), &back), -EBADMSG); /* too many */
+        uint32_t zero[3] = { 1, 0, 0 };
+        ck_assert_int_eq(holders_decode((uint8_t *) zero, sizeof(zero), &back), -EBADMSG); /* pid 0 */
+        uint32_t flag[2] = { 0, 2 };
+        ck_assert_int_eq(holders_decode((uint8_t *) flag, sizeof(flag), &back), -EBADMSG);
+}
+END_TEST
+
+START_TEST(test_cpuidle_read) {
+        const char *dir = unit_make_dir("cpuidle");
+        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state0/name", "POLL\n");
+        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state0/latency", "0\n");
+        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state1/name", "C1E\n");
+        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state1/latency", "10\n");
+        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state1/disable", "1\n");
+        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state1/usage", "18446744073709551615\n");
+        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state1/time", "77\n");
+        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state2/name", "C6\n");
+        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state2/latency", "+1\n"); /* not a number: the end */
+        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state3/name", "C7\n");
+        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state3/latency", "200\n");
+
+        CpuIdle idle;
+        ck_assert_int_eq(cpuidle_read(dir, 0, &idle), 0);
+        ck_assert_uint_eq(idle.n, 2);
+        ck_assert_str_eq(idle.states[0].name, "POLL");
+        ck_assert(!idle.states[0].disabled);
+        ck_assert_str_eq(idle.states[1].name, "C1E");
+        ck_assert_uint_eq(idle.states[1].latency, 10);
+        ck_assert(idle.states[1].disabled);
+        ck_assert_uint_eq(idle.states[1].usage, UINT64_MAX);
+        ck_assert_uint_eq(idle.states[1].time, 77);
+        cpuidle_done(&idle);
+        ck_assert_int_eq(cpuidle_read(dir, 5, &idle), 0); /* no such CPU: no states */
+        ck_assert_uint_eq(idle.n, 0);
+
+        uint64_t v;
+        ck_assert_int_eq(cpuidle_parse_u64("18446744073709551616", &v), -EINVAL);
+        ck_assert_int_eq(cpuidle_parse_u64("-1", &v), -EINVAL);
+        ck_assert_int_eq(cpuidle_parse_u64("", &v), -EINVAL);
+        ck_assert_int_eq(cpuidle_parse_u64("12x", &v), -EINVAL);
+        unit_remove_dir(dir);
+}
+END_TEST
+
+START_TEST(test_cpu_file_view) {
+        const char *dir = unit_make_dir("cpuview");
+        unit_write_file(dir, "devices/system/cpu/cpu0/power/pm_qos_resume_latency_us", "0\n");
+        unit_write_file(dir, "devices/system/cpu/cpu1/power/pm_qos_resume_latency_us", "50\n");
+        CpuSink s;
+        ck_assert_int_eq(cpu_sink_init(&s, dir), 0);
+        CpuFileView v;
+        ck_assert_int_eq(cpu_sink_view(&s, 0, &v), 0);
+        ck_assert_str_eq(v.text, "0");
+        ck_assert_int_eq(v.bound, PMQOS_LATENCY_NONE);
+        ck_assert(!v.foreign);
+        ck_assert_int_eq(cpu_sink_view(&s, 1, &v), 0);
+        ck_assert_int_eq(v.bound, 50);
+        ck_assert(v.foreign); /* not ours */
+
+        ck_assert_int_eq(cpu_sink_remember(&s, 0), 0);
+        ck_assert_int_eq(cpu_sink_write(&s, 0, 0), 0);
+        ck_assert_int_eq(cpu_sink_view(&s, 0, &v), 0);
+        ck_assert_str_eq(v.text, "n/a");
+        ck_assert_int_eq(v.bound, 0);
+        ck_assert(!v.foreign); /* ours */
+        unit_write_file(dir, "devices/system/cpu/cpu0/power/pm_qos_resume_latency_us", "7\n");
+        ck_assert_int_eq(cpu_sink_view(&s, 0, &v), 0);
+        ck_assert(v.foreign); /* changed behind our back */
+        ck_assert_int_eq(cpu_sink_view(&s, 9, &v), -ENOENT);
+        ck_assert_int_eq(cpu_sink_restore_all(&s), 0);
+        cpu_sink_done(&s);
+        unit_remove_dir(dir);
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("explain-parts");
+        TCase *tc = tcase_create("core");
+        tcase_add_test(tc, test_scan_finds_holders_and_skips);
+        tcase_add_test(tc, test_wire_round_trip_and_refusals);
+        tcase_add_test(tc, test_cpuidle_read);
+        tcase_add_test(tc, test_cpu_file_view);
+        suite_add_tcase(s, tc);
+        return unit_run(s, CK_FORK_GETENV);
+}
