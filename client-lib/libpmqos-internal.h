@@ -95,5 +95,8 @@ bool client_from_broker(pmqos_client *c, sd_bus_message *m);
 void client_emit(pmqos_client *c, pmqos_event event, int32_t usec);
 /* ListRequests, without dispatching first (it runs from a callback too). */
 int client_list(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n);
+/* One ListRequests entry (a{sv}) into info. ret_empty: an empty dictionary
+ * is allowed and said so (info is then untouched); NULL: it is -EBADMSG. */
+int client_read_request_info(sd_bus_message *m, pmqos_request_info *info, bool *ret_empty);
 /* Handles what arrived (signals, a broker restart). */
 int client_dispatch(pmqos_client *c);

@@ -29,7 +29,7 @@ _public_ void pmqos_request_info_free(pmqos_request_info *infos, size_t n) {
 static const char *const info_keys[] = { "cookie", "type",    "value",      "uid",     "pid",  "exec",
                                          "reason", "created", "persistent", "expires", "cpus", "sender" };
 
-static int read_info(sd_bus_message *m, pmqos_request_info *info) {
+int client_read_request_info(sd_bus_message *m, pmqos_request_info *info, bool *ret_empty) {
         unsigned seen = 0;
         int r;
 
@@ -97,6 +97,10 @@ static int read_info(sd_bus_message *m, pmqos_request_info *info) {
         }
         if (r < 0)
                 return r;
+        if (seen == 0 && ret_empty) {
+                *ret_empty = true;
+                return sd_bus_message_exit_container(m);
+        }
         if (!(seen & 1u)) /* no cookie: not a request */
                 return -EBADMSG;
         if (!info->exec)
@@ -149,7 +153,7 @@ int client_list(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n) {
                         infos = p;
                 }
                 infos[n] = (pmqos_request_info){};
-                r = read_info(reply, &infos[n]);
+                r = client_read_request_info(reply, &infos[n], NULL);
                 n++;
         }
         if (r < 0) {

@@ -139,6 +139,55 @@ typedef struct pmqos_request_info {
 int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n);
 void pmqos_request_info_free(pmqos_request_info *infos, size_t n);
 
+/* ---- Explain(): what sets the bound, who else holds the device ---- */
+
+typedef struct pmqos_cstate_info {
+        char *name;            /* cpuidle's name of the state ("C1E") */
+        uint32_t latency_usec; /* its exit latency on this CPU */
+        bool allowed;          /* the exit latency is within the CPU's bound */
+        bool disabled;         /* switched off in sysfs ("disable") */
+        uint64_t usage;        /* times entered, since boot */
+        uint64_t time_usec;    /* time spent in it, since boot */
+} pmqos_cstate_info;
+
+typedef struct pmqos_cpu_info {
+        uint32_t cpu;
+        int32_t bound;        /* the lower of the kernel's global value and this CPU's own; -1: none */
+        char *resume_latency; /* its pm_qos_resume_latency_us as read ("0": none, "n/a": 0 µs) */
+        bool foreign;         /* that file holds a value pmqosd did not write */
+        pmqos_cstate_info *cstates;
+        size_t n_cstates;
+} pmqos_cpu_info;
+
+typedef struct pmqos_holder_info {
+        uint32_t pid;
+        uint32_t uid;
+        char *exec; /* its command line, cleaned like a request's */
+} pmqos_holder_info;
+
+typedef struct pmqos_explanation {
+        int32_t effective; /* what pmqosd asks of the kernel; -1: nothing */
+        int32_t kernel;    /* what the kernel reports for all holders together */
+        int32_t floor;     /* the floor in force; -1: none */
+        /* What sets the kernel's value: "request", "floor", "default-floor",
+         * "battery-floor", "external" (another holder asks for less) or "none". */
+        char *bound_by;
+        pmqos_request_info *binding; /* the request that sets it (bound_by "request"), else NULL */
+        pmqos_holder_info *holders;  /* other processes holding /dev/cpu_dma_latency */
+        size_t n_holders;
+        bool holders_complete; /* false: some processes could not be looked at */
+        pmqos_cpu_info *cpus;  /* every online CPU */
+        size_t n_cpus;
+        bool kernel_ignores_writes; /* a write was read back as having had no effect */
+} pmqos_explanation;
+
+/* The broker's Explain(), computed when asked. Free with
+ * pmqos_explanation_free(). An answer that is not one the broker sends (a key
+ * twice, more than 8192 CPUs, 64 C-states per CPU or 4096 holders) is
+ * refused whole: -EBADMSG. */
+int pmqos_explain(pmqos_client *c, pmqos_explanation **ret);
+pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e);
+
 /* ---- change notifications and event loops ---- */
 
 typedef enum pmqos_event {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* pmqosctl status and list: what holds now, for people (escaped, aligned by
- * characters) and as JSON. */
+/* pmqosctl list: every request, for people (escaped, aligned by characters)
+ * and as JSON. */
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,91 +19,9 @@
 #include "pmqosctl.h"
 #include "text.h"
 
-/* ---- status ---- */
-
-static void print_cstates(int32_t effective) {
-        char dir[1024];
-        snprintf(dir, sizeof(dir), "%s/devices/system/cpu/cpu0/cpuidle", arg_sysfs_root);
-        DIR *d = opendir(dir);
-        if (!d)
-                return; /* no cpuidle here (VMs often have none): nothing to show */
-
-        unsigned n = 0;
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (strncmp(de->d_name, "state", 5) == 0)
-                        n++;
-        closedir(d);
-
-        char bound[32];
-        format_usec(effective, bound, sizeof(bound));
-        printf("C-states of cpu0 (bound %s):\n", bound);
-        for (unsigned k = 0; k < n; k++) {
-                char path[1200], name[64] = "?", latency[32] = "", disable[8] = "0";
-                snprintf(path, sizeof(path), "%s/state%u/name", dir, k);
-                if (read_sysfs_line(path, name, sizeof(name)) < 0)
-                        continue;
-                snprintf(path, sizeof(path), "%s/state%u/latency", dir, k);
-                read_sysfs_line(path, latency, sizeof(latency));
-                snprintf(path, sizeof(path), "%s/state%u/disable", dir, k);
-                read_sysfs_line(path, disable, sizeof(disable));
-                long exit_latency = strtol(latency, NULL, 10);
-                /* cpuidle picks no state whose exit latency exceeds the bound. */
-                const char *verdict = strcmp(disable, "0") != 0                      ? "disabled"
-                                      : (effective < 0 || exit_latency <= effective) ? "allowed"
-                                                                                     : "blocked";
-                printf("  state%-2u %-10s %6ld µs  %s\n", k, name, exit_latency, verdict);
-        }
-}
-
-int verb_status(int argc, char *argv[]) {
-        static const struct option options[] = { { "help", no_argument, NULL, 'h' }, {} };
-        int c;
-        optind = 0; /* full re-initialisation after main()'s own parsing */
-        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
-                if (c != 'h')
-                        return bad_option("status", argc, argv);
-                {
-                        printf("Usage: pmqosctl status\n"
-                               "Show the effective, kernel and minimum latency, the number of requests,\n"
-                               "and which C-states of cpu0 the effective bound still allows.\n");
-                        return 0;
-                }
-        }
-        if (optind < argc)
-                return usage_error("status", "unexpected argument \"%s\"", argv[optind]);
-
-        pmqos_client *client;
-        int32_t effective, kernel, minimum;
-        uint32_t count;
-        int r = connect_broker(&client);
-        if (r)
-                return r;
-        if ((r = pmqos_get_latency(client, &effective)) < 0 || (r = pmqos_get_kernel_latency(client, &kernel)) < 0 ||
-            (r = pmqos_get_minimum_latency(client, &minimum)) < 0 ||
-            (r = pmqos_get_request_count(client, &count)) < 0) {
-                r = broker_error(client, "cannot read the broker's state", r);
-                pmqos_client_free(client);
-                return r;
-        }
-        char e[32], k[32], m[32];
-        format_usec(effective, e, sizeof(e));
-        format_usec(kernel, k, sizeof(k));
-        format_usec(minimum, m, sizeof(m));
-        printf("Effective latency: %s\n", e);
-        printf("Kernel latency:    %s\n", k);
-        printf("Minimum latency:   %s\n", m);
-        printf("Requests:          %" PRIu32 "\n", count);
-        print_cstates(effective);
-        pmqos_client_free(client);
-        return 0;
-}
-
 /* ---- list ---- */
 
-/* Valid UTF-8 JSON whatever the broker sent: every control character (C0,
- * DEL, C1) as \\uXXXX, a byte of no valid sequence as U+FFFD. */
-static void json_string(const char *s) {
+void json_string(const char *s) {
         putchar('"');
         for (size_t i = 0, len = strlen(s); i < len;) {
                 unsigned char ch = (unsigned char) s[i];
@@ -126,6 +44,22 @@ static void json_string(const char *s) {
                 i += k;
         }
         putchar('"');
+}
+
+void json_request(const pmqos_request_info *q) {
+        printf("{\"cookie\": %" PRIu32 ", \"type\": \"cpu_dma\", \"value\": %" PRIi32 ", \"uid\": %" PRIu32
+               ", \"pid\": %" PRIu32 ", \"exec\": ",
+               q->cookie, q->value, q->uid, q->pid);
+        json_string(q->exec);
+        printf(", \"reason\": ");
+        json_string(q->reason);
+        printf(", \"created\": %" PRIi64 ", \"persistent\": %s, \"expires\": %" PRIi64 ", \"cpus\": [",
+               q->created_usec, q->persistent ? "true" : "false", q->expires_usec);
+        for (size_t k = 0; k < q->n_cpus; k++)
+                printf("%s%" PRIu32, k ? ", " : "", q->cpus[k]);
+        printf("], \"sender\": ");
+        json_string(q->sender);
+        printf("}");
 }
 
 /* Display columns of UTF-8 text: one per character (escaped text has no
@@ -261,20 +195,8 @@ int verb_list(int argc, char *argv[]) {
         if (json) {
                 printf("[");
                 for (size_t i = 0; i < n; i++) {
-                        const pmqos_request_info *q = &infos[i];
-                        printf("%s\n  {\"cookie\": %" PRIu32 ", \"type\": \"cpu_dma\", \"value\": %" PRIi32
-                               ", \"uid\": %" PRIu32 ", \"pid\": %" PRIu32 ", \"exec\": ",
-                               i ? "," : "", q->cookie, q->value, q->uid, q->pid);
-                        json_string(q->exec);
-                        printf(", \"reason\": ");
-                        json_string(q->reason);
-                        printf(", \"created\": %" PRIi64 ", \"persistent\": %s, \"expires\": %" PRIi64 ", \"cpus\": [",
-                               q->created_usec, q->persistent ? "true" : "false", q->expires_usec);
-                        for (size_t k = 0; k < q->n_cpus; k++)
-                                printf("%s%" PRIu32, k ? ", " : "", q->cpus[k]);
-                        printf("], \"sender\": ");
-                        json_string(q->sender);
-                        printf("}");
+                        printf("%s\n  ", i ? "," : "");
+                        json_request(&infos[i]);
                 }
                 printf("%s]\n", n ? "\n" : "");
         } else {

@@ -35,6 +35,12 @@ int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *ret);
 /* "20 µs", or "none" for -1. */
 void format_usec(int32_t v, char *buf, size_t size);
 
+/* Valid UTF-8 JSON whatever the broker sent: every control character (C0,
+ * DEL, C1) as \\uXXXX, a byte of no valid sequence as U+FFFD. */
+void json_string(const char *s);
+/* One request as a JSON object, with the keys of ListRequests. */
+void json_request(const pmqos_request_info *q);
+
 int verb_status(int argc, char *argv[]);
 int verb_list(int argc, char *argv[]);
 int verb_hold(int argc, char *argv[]);

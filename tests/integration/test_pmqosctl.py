@@ -5,12 +5,15 @@ and the real device."""
 import contextlib
 import json
 import os
+import re
+import sys
 import shutil
 import signal
 import subprocess
 import tempfile
+import time
 
-from harness import NOBODY, ROUNDS, BrokerTestCase, PrivateBus, cpu_hog, forge_signal, main, wait_for
+from harness import LATENCY_MAX, NOBODY, ROUNDS, BrokerTestCase, PrivateBus, cpu_hog, forge_signal, main, wait_for
 
 PMQOSCTL = os.environ.get("PMQOSCTL", os.path.join(os.path.dirname(os.environ.get("PMQOSD", "")), "..",
                                                     "client-lib", "pmqosctl"))
@@ -42,7 +45,8 @@ class TestCommands(CtlTestCase):
         for args in ((), ("frobnicate",), ("request", "abc", "--timeout", "5"), ("request", "50"),
                      ("request", "50", "--timeout", "0"), ("cancel",), ("cancel", "x"), ("set-minimum", "-5"),
                      ("hold",), ("hold", "20", "--cpus", "3-1"), ("list", "extra"), ("status", "extra"),
-                     ("hold", "-3")):
+                     ("hold", "-3"), ("status", "--watch", "0"), ("status", "--watch=abc"),
+                     ("status", "--json", "--watch")):
             proc = self.ctl(*args)
             self.assertEqual(proc.returncode, 2, args)
             self.assertEqual(len(proc.stderr.strip().splitlines()), 1, (args, proc.stderr))
@@ -50,46 +54,129 @@ class TestCommands(CtlTestCase):
 
     def test_status(self):
         out = self.ctl("status", check=0).stdout
-        self.assertIn("Effective latency: none", out)
-        self.assertIn("Minimum latency:   none", out)
-        self.assertIn("Requests:          0", out)
-        cookie = self.ctl("request", "250", "--timeout", "60", check=0).stdout.strip()
+        if self.kernel.read() == LATENCY_MAX:
+            self.assertIn("Bound:    none: nothing asks for one", out)
+        self.assertIn("Floor:    none", out)
+        self.assertIn("Requests: 0", out)
+        cookie = self.ctl("request", "250", "--timeout", "60", "--reason", "night build", check=0).stdout.strip()
         self.assertTrue(cookie.isdigit())
         self.ctl("set-minimum", "300", check=0)
         out = self.ctl("status", check=0).stdout
-        self.assertIn("Effective latency: 300 µs", out)
-        self.assertIn("Minimum latency:   300 µs", out)
-        self.assertIn("Requests:          1", out)
+        self.assertIn("Bound:    300 µs, set by the floor (pmqosctl set-minimum)", out)
+        self.assertIn("Floor:    300 µs", out)
+        self.assertIn("Requests: 1", out)
         if self.kernel.real:
-            self.assertRegex(out, r"Kernel latency:\s+\d+ µs")
+            self.assertRegex(out, r"Kernel:\s+\d+ µs")
         self.ctl("set-minimum", "none", check=0)
-        self.assertIn("Minimum latency:   none", self.ctl("status", check=0).stdout)
+        out = self.ctl("status", check=0).stdout
+        self.assertRegex(out, r"Bound:    250 µs, set by request %s of uid 0 pid \d+ `[^`]*pmqosctl request 250[^`]*` "
+                              r"\(night build\)" % cookie)
+        self.assertIn("Floor:    none", out)
 
-    def test_status_cstates_from_a_fake_sysfs(self):
-        root = tempfile.mkdtemp(prefix="pmqos-sysfs-")
+    def test_status_other_holder(self):
+        if not self.kernel.real:
+            self.skipTest("needs the real device")
+        self.ctl("request", "55", "--timeout", "60", check=0)
+        holder = subprocess.Popen([sys.executable, "-c", "import os, struct, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
+                                   "os.write(fd, struct.pack('=i', 7)); print(flush=True); sys.stdin.read()",
+                                   self.kernel.path, "tuned-alike"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         try:
-            for k, (name, lat, dis) in enumerate([("POLL", 0, 0), ("C1", 2, 0), ("C1E", 10, 1), ("C6", 133, 0)]):
-                d = os.path.join(root, "devices/system/cpu/cpu0/cpuidle/state%d" % k)
-                os.makedirs(d)
-                for f, v in (("name", name), ("latency", lat), ("disable", dis)):
-                    with open(os.path.join(d, f), "w") as fh:
-                        fh.write("%s\n" % v)
-            env = dict(self.bus.env, PMQOS_SYSFS_ROOT=root)
-            out = self.ctl("status", env=env, check=0).stdout
-            self.assertIn("C-states of cpu0 (bound none)", out)
-            self.assertRegex(out, r"state3\s+C6\s+133 µs\s+allowed")
-            self.ctl("request", "50", "--timeout", "60", check=0)
-            out = self.ctl("--sysfs-root", root, "status", check=0).stdout
-            self.assertRegex(out, r"state0\s+POLL\s+0 µs\s+allowed")
-            self.assertRegex(out, r"state1\s+C1\s+2 µs\s+allowed")
-            self.assertRegex(out, r"state2\s+C1E\s+10 µs\s+disabled")
-            self.assertRegex(out, r"state3\s+C6\s+133 µs\s+blocked")
-            # Without cpuidle (this VM) the section is simply absent.
-            empty = tempfile.mkdtemp()
-            self.assertNotIn("C-states", self.ctl("--sysfs-root", empty, "status", check=0).stdout)
-            os.rmdir(empty)
+            holder.stdout.readline()
+            out = self.ctl("status", check=0).stdout
+            self.assertRegex(out, r"Bound:    the kernel is at \d µs because `[^`]*tuned-alike` \(pid %d\) holds the "
+                                  r"device itself; pmqosd asks for 55 µs" % holder.pid)
+            self.assertRegex(out, r"Holders:  pid %d uid 0 `[^`]*tuned-alike`" % holder.pid)
         finally:
-            shutil.rmtree(root)
+            holder.stdin.close()
+            holder.wait()
+            holder.stdout.close()
+
+    def fake_sysfs_daemon(self):
+        from test_explain import make_cpuidle, make_fake_sysfs
+        root = make_fake_sysfs({0: "0", 1: "0", 2: "0", 3: "40", 4: "0"}, offline=(4,))
+        self.addCleanup(shutil.rmtree, root, True)
+        for cpu, model in ((0, "big"), (1, "big"), (2, "little"), (3, "little"), (4, "big")):
+            make_cpuidle(root, cpu, model)
+        self.start_daemon(("--sysfs-root", root))
+        return root
+
+    def test_status_cpus_folded_and_json(self):
+        self.fake_sysfs_daemon()
+        self.ctl("request", "50", "--timeout", "60", check=0)
+        out = self.ctl("status", check=0).stdout
+        bound = "50 µs" if self.kernel.read() == 50 else "\\d+ µs"
+        # Identical CPUs share a row; cpu3 differs by its own bound, cpu4 is offline.
+        self.assertRegex(out, r"\ncpu0\u20131: bound %s\n  POLL +0 µs  allowed\n  C1 +2 µs  allowed\n"
+                              r"  C1E +10 µs  allowed\n  C6 +133 µs  disabled\n" % bound)
+        self.assertRegex(out, r"\ncpu2: bound %s\n  POLL +0 µs  allowed\n  C1 +1 µs  allowed\n  C6 +85 µs  blocked\n"
+                         % bound)
+        self.assertIn('\ncpu3: bound 40 µs (its pm_qos_resume_latency_us holds "40", written by someone else)\n', out)
+        self.assertNotIn("cpu4", out)
+
+        from_ctl = json.loads(self.ctl("status", "--json", check=0).stdout)
+        c = self.client()
+        from_bus = c.call("Explain", None, iface="org.freedesktop.PMQoS")[0]
+        self.assertEqual(from_ctl, from_bus)  # the same dictionary, key for key
+
+    def test_status_watch_residency(self):
+        root = self.fake_sysfs_daemon()
+        proc = subprocess.Popen([PMQOSCTL, "status", "--watch", "0.3"], env=self.bus.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.45)
+            # cpu2 spends 0.15 s of a later interval in C6: about 50 % of 0.3 s.
+            with open(os.path.join(root, "devices/system/cpu/cpu2/cpuidle/state2/time"), "w") as f:
+                f.write("%d\n" % (120000 + 150000))
+            time.sleep(0.7)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=10)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertIn("C-states, with each one's share of the last 0.3 s:", out)
+        shares = [float(m) for m in re.findall(r"\n  C6 +85 µs  (?:allowed|blocked) +(\d+\.\d) %", out)]
+        self.assertTrue(any(v > 5 for v in shares), out)  # the residency showed up
+        self.assertTrue(all(0 <= v <= 100 for v in shares), shares)
+
+    def test_status_refuses_a_malformed_explanation(self):
+        """A process that took the broker's name cannot make pmqosctl (libpmqos) take a key twice or
+        an endless CPU list: the answer is refused whole, with a message and exit status 1."""
+        from gi.repository import Gio, GLib
+        self.daemon.stop()
+        impostor = self.client()
+        impostor.call("RequestName", "su", "org.freedesktop.PMQoS", 0, path="/org/freedesktop/DBus",
+                      iface="org.freedesktop.DBus", dest="org.freedesktop.DBus")
+        node = Gio.DBusNodeInfo.new_for_xml(
+            "<node><interface name='org.freedesktop.PMQoS'><method name='Explain'>"
+            "<arg direction='out' type='a{sv}'/></method></interface></node>")
+
+        def entry(key, value):
+            return GLib.Variant.new_dict_entry(GLib.Variant("s", key), GLib.Variant("v", value))
+        cpu = GLib.Variant("a{sv}", {"cpu": GLib.Variant("u", 0)})
+        answers = {
+            "twice": [entry("effective", GLib.Variant("i", 1)), entry("effective", GLib.Variant("i", 2))],
+            "cpus": [entry("cpus", GLib.Variant.new_array(GLib.VariantType("a{sv}"), [cpu] * 9000))],
+            "type": [entry("bound_by", GLib.Variant("u", 7))],
+        }
+        current = {}
+
+        def on_call(conn, sender, path, iface, method, params, invocation):
+            invocation.return_value(GLib.Variant.new_tuple(
+                GLib.Variant.new_array(GLib.VariantType("{sv}"), answers[current["kind"]])))
+        reg = impostor.conn.register_object("/org/freedesktop/PMQoS", node.interfaces[0], on_call, None, None)
+        try:
+            for kind in answers:
+                current["kind"] = kind
+                proc = subprocess.Popen([PMQOSCTL, "status", "--json"], env=self.bus.env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+                while proc.poll() is None:
+                    impostor.pump(0.01)
+                out, err = proc.communicate()
+                self.assertEqual(proc.returncode, 1, (kind, out, err))
+                self.assertEqual(out, "")
+                self.assertTrue(err.startswith("pmqosctl: cannot read the broker's explanation: "), err)
+        finally:
+            impostor.conn.unregister_object(reg)
+        self.start_daemon()  # for the clean stop every test ends with
 
     def test_list_table_and_json(self):
         self.assertEqual(self.listing(), [])
@@ -124,7 +211,7 @@ class TestCommands(CtlTestCase):
     def test_refused_for_other_users(self):
         proc = self.ctl("request", "10", "--timeout", "5", uid=NOBODY, check=1)
         self.assertIn("Not authorized", proc.stderr)
-        self.assertIn("Effective latency", self.ctl("status", uid=NOBODY, check=0).stdout)
+        self.assertIn("Bound:", self.ctl("status", uid=NOBODY, check=0).stdout)
 
     def test_broker_not_running(self):
         empty = PrivateBus()

@@ -235,6 +235,28 @@ START_TEST(test_rich_calls) {
         ck_assert(seen_a && seen_b);
         pmqos_request_info_free(infos, n);
 
+        /* Explain(): the request of 200 µs sets the bound, unless another holder asks for less. */
+        pmqos_explanation *e;
+        ck_assert_int_eq(pmqos_explain(c, &e), 0);
+        ck_assert_int_eq(e->effective, 200);
+        ck_assert_int_eq(e->floor, -1);
+        if (e->kernel == 200) {
+                ck_assert_str_eq(e->bound_by, "request");
+                ck_assert_ptr_nonnull(e->binding);
+                ck_assert_uint_eq(e->binding->cookie, a);
+                ck_assert_str_eq(e->binding->reason, "renderer");
+        } else {
+                ck_assert_str_eq(e->bound_by, "external");
+                ck_assert_ptr_null(e->binding);
+        }
+        ck_assert(!e->kernel_ignores_writes);
+        ck_assert_uint_eq(e->n_cpus, (size_t) sysconf(_SC_NPROCESSORS_ONLN));
+        for (size_t i = 0; i < e->n_cpus; i++)
+                ck_assert_ptr_nonnull(e->cpus[i].resume_latency);
+        ck_assert_ptr_null(pmqos_explanation_free(e));
+        ck_assert_ptr_null(pmqos_explanation_free(NULL));
+        ck_assert_int_eq(pmqos_explain(NULL, &e), -EINVAL);
+
         ck_assert_int_eq(pmqos_set_minimum_latency(c, 250), 0);
         ck_assert_int_eq(pmqos_get_minimum_latency(c, &v), 0);
         ck_assert_int_eq(v, 250);

@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* pmqosctl status: what Explain() says, for people — the bound and what sets
+ * it, other holders, each group of identical CPUs with its C-states — or as
+ * JSON; --watch redraws it and adds each state's residency over the interval
+ * (the CLI polls; pmqosd never does). */
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pmqosctl.h"
+
+/* ---- JSON: the Explain() dictionary ---- */
+
+static const char *json_bool(bool b) {
+        return b ? "true" : "false";
+}
+
+static void print_json(const pmqos_explanation *e) {
+        printf("{\"effective\": %" PRIi32 ", \"kernel\": %" PRIi32 ", \"floor\": %" PRIi32 ", \"bound_by\": ",
+               e->effective, e->kernel, e->floor);
+        json_string(e->bound_by);
+        printf(", \"binding\": ");
+        if (e->binding)
+                json_request(e->binding);
+        else
+                printf("{}");
+        printf(", \"external_holders\": [");
+        for (size_t i = 0; i < e->n_holders; i++) {
+                printf("%s{\"pid\": %" PRIu32 ", \"uid\": %" PRIu32 ", \"exec\": ", i ? ", " : "", e->holders[i].pid,
+                       e->holders[i].uid);
+                json_string(e->holders[i].exec);
+                printf("}");
+        }
+        printf("], \"external_holders_complete\": %s, \"cpus\": [", json_bool(e->holders_complete));
+        for (size_t i = 0; i < e->n_cpus; i++) {
+                const pmqos_cpu_info *cpu = &e->cpus[i];
+                printf("%s\n  {\"cpu\": %" PRIu32 ", \"bound\": %" PRIi32 ", \"resume_latency\": ", i ? "," : "",
+                       cpu->cpu, cpu->bound);
+                json_string(cpu->resume_latency);
+                printf(", \"foreign\": %s, \"cstates\": [", json_bool(cpu->foreign));
+                for (size_t k = 0; k < cpu->n_cstates; k++) {
+                        const pmqos_cstate_info *st = &cpu->cstates[k];
+                        printf("%s{\"name\": ", k ? ", " : "");
+                        json_string(st->name);
+                        printf(", \"latency\": %" PRIu32 ", \"allowed\": %s, \"disabled\": %s, \"usage\": %" PRIu64
+                               ", \"time\": %" PRIu64 "}",
+                               st->latency_usec, json_bool(st->allowed), json_bool(st->disabled), st->usage,
+                               st->time_usec);
+                }
+                printf("]}");
+        }
+        printf("%s], \"kernel_ignores_writes\": %s}\n", e->n_cpus ? "\n" : "", json_bool(e->kernel_ignores_writes));
+}
+
+/* ---- for people ---- */
+
+static void print_exec(const char *exec) {
+        char *t = term_text(exec[0] ? exec : "?");
+        printf("`%s`", t ?: "?");
+        free(t);
+}
+
+static void print_bound_by(const pmqos_explanation *e) {
+        char bound[32], kernel[32];
+        format_usec(e->effective, bound, sizeof(bound));
+        format_usec(e->kernel, kernel, sizeof(kernel));
+        const char *by = e->bound_by;
+        printf("Bound:    ");
+        if (strcmp(by, "request") == 0 && e->binding) {
+                const pmqos_request_info *q = e->binding;
+                printf("%s, set by request %" PRIu32 " of uid %" PRIu32 " pid %" PRIu32 " ", bound, q->cookie, q->uid,
+                       q->pid);
+                print_exec(q->exec);
+                if (q->reason[0]) {
+                        char *t = term_text(q->reason);
+                        printf(" (%s)", t ?: "?");
+                        free(t);
+                }
+                printf("\n");
+        } else if (strcmp(by, "floor") == 0)
+                printf("%s, set by the floor (pmqosctl set-minimum)\n", bound);
+        else if (strcmp(by, "default-floor") == 0)
+                printf("%s, set by the configured default floor (DefaultMinimumLatency= in pmqosd.conf)\n", bound);
+        else if (strcmp(by, "battery-floor") == 0)
+                printf("%s, set by the battery floor (OnBatteryMinimumLatency= in pmqosd.conf): on battery\n", bound);
+        else if (strcmp(by, "external") == 0) {
+                printf("the kernel is at %s because ", kernel);
+                if (e->n_holders == 0)
+                        printf("another holder of the device asks for less (one pmqosd cannot see)");
+                for (size_t i = 0; i < e->n_holders; i++) {
+                        printf("%s", i == 0 ? "" : i + 1 == e->n_holders ? " or " : ", ");
+                        print_exec(e->holders[i].exec);
+                        printf(" (pid %" PRIu32 ")", e->holders[i].pid);
+                }
+                printf("%s holds the device itself; pmqosd asks for %s\n", e->n_holders > 1 ? " —" : "", bound);
+        } else
+                printf("none: nothing asks for one\n");
+        printf("Kernel:   %s%s\n", kernel,
+               e->kernel_ignores_writes ? " — the kernel ignores writes to the device: no bound has any effect" : "");
+}
+
+static void print_holders(const pmqos_explanation *e) {
+        printf("Holders:  %s", e->n_holders ? "" : "none besides pmqosd");
+        for (size_t i = 0; i < e->n_holders; i++) {
+                printf("%spid %" PRIu32 " uid %" PRIu32 " ", i ? ", " : "", e->holders[i].pid, e->holders[i].uid);
+                print_exec(e->holders[i].exec);
+        }
+        printf("%s\n", e->holders_complete ? "" : " (incomplete: some processes could not be looked at)");
+}
+
+/* Two CPUs fold into one row when everything shown of them is the same. */
+static bool same_row(const pmqos_cpu_info *a, const pmqos_cpu_info *b) {
+        if (a->bound != b->bound || a->foreign != b->foreign || a->n_cstates != b->n_cstates ||
+            strcmp(a->resume_latency, b->resume_latency) != 0)
+                return false;
+        for (size_t k = 0; k < a->n_cstates; k++) {
+                const pmqos_cstate_info *x = &a->cstates[k], *y = &b->cstates[k];
+                if (strcmp(x->name, y->name) != 0 || x->latency_usec != y->latency_usec || x->allowed != y->allowed ||
+                    x->disabled != y->disabled)
+                        return false;
+        }
+        return true;
+}
+
+/* "cpu0–3,6": the CPUs of one row, runs as ranges. */
+static void print_cpu_set(const pmqos_explanation *e, const bool *in_row) {
+        bool first = true;
+        printf("cpu");
+        for (size_t i = 0; i < e->n_cpus; i++) {
+                if (!in_row[i])
+                        continue;
+                size_t j = i;
+                while (j + 1 < e->n_cpus && in_row[j + 1] && e->cpus[j + 1].cpu == e->cpus[j].cpu + 1)
+                        j++;
+                printf("%s%" PRIu32, first ? "" : ",", e->cpus[i].cpu);
+                if (j > i)
+                        printf("\u2013%" PRIu32, e->cpus[j].cpu);
+                first = false;
+                i = j;
+        }
+}
+
+static const pmqos_cpu_info *find_cpu(const pmqos_explanation *e, uint32_t cpu) {
+        for (size_t i = 0; e && i < e->n_cpus; i++)
+                if (e->cpus[i].cpu == cpu)
+                        return &e->cpus[i];
+        return NULL;
+}
+
+/* The share of the interval the row's CPUs spent in state k: NAN without a
+ * previous sample of the same state. */
+static double residency(const pmqos_explanation *e, const pmqos_explanation *prev, const bool *in_row, size_t k,
+                        double interval_usec) {
+        double sum = 0;
+        unsigned n = 0;
+        for (size_t i = 0; i < e->n_cpus; i++) {
+                if (!in_row[i])
+                        continue;
+                const pmqos_cpu_info *before = find_cpu(prev, e->cpus[i].cpu);
+                if (!before || before->n_cstates <= k || strcmp(before->cstates[k].name, e->cpus[i].cstates[k].name))
+                        return NAN;
+                uint64_t now = e->cpus[i].cstates[k].time_usec, then = before->cstates[k].time_usec;
+                sum += now >= then ? (double) (now - then) : 0;
+                n++;
+        }
+        return n && interval_usec > 0 ? 100.0 * sum / (n * interval_usec) : NAN;
+}
+
+static void print_cpus(const pmqos_explanation *e, const pmqos_explanation *prev, double interval_usec) {
+        bool *done = calloc(e->n_cpus + 1, sizeof(bool)), *in_row = calloc(e->n_cpus + 1, sizeof(bool));
+        if (!done || !in_row) {
+                free(done);
+                free(in_row);
+                return;
+        }
+        for (size_t i = 0; i < e->n_cpus; i++) {
+                if (done[i])
+                        continue;
+                for (size_t j = i; j < e->n_cpus; j++)
+                        done[j] |= in_row[j] = !done[j] && same_row(&e->cpus[i], &e->cpus[j]);
+                in_row[i] = done[i] = true;
+                const pmqos_cpu_info *cpu = &e->cpus[i];
+                char bound[32];
+                format_usec(cpu->bound, bound, sizeof(bound));
+                printf("\n");
+                print_cpu_set(e, in_row);
+                printf(": bound %s", bound);
+                if (cpu->foreign) {
+                        char *t = term_text(cpu->resume_latency);
+                        printf(" (its pm_qos_resume_latency_us holds \"%s\", written by someone else)", t ?: "?");
+                        free(t);
+                }
+                printf("%s\n", cpu->n_cstates ? "" : "; no cpuidle states");
+                for (size_t k = 0; k < cpu->n_cstates; k++) {
+                        const pmqos_cstate_info *st = &cpu->cstates[k];
+                        char *name = term_text(st->name);
+                        printf("  %-10s %6" PRIu32 " µs  %-*s", name ?: "?", st->latency_usec, prev ? 8 : 0,
+                               st->disabled ? "disabled" : st->allowed ? "allowed" : "blocked");
+                        free(name);
+                        if (prev) {
+                                double share = residency(e, prev, in_row, k, interval_usec);
+                                if (isnan(share))
+                                        printf("       -");
+                                else
+                                        printf("  %5.1f %%", share);
+                        }
+                        printf("\n");
+                }
+                memset(in_row, 0, (e->n_cpus + 1) * sizeof(bool));
+        }
+        free(done);
+        free(in_row);
+}
+
+static void print_status(const pmqos_explanation *e, uint32_t count, const pmqos_explanation *prev,
+                         double interval_usec) {
+        char floor[32];
+        format_usec(e->floor, floor, sizeof(floor));
+        print_bound_by(e);
+        printf("Floor:    %s\n", floor);
+        printf("Requests: %" PRIu32 "\n", count);
+        print_holders(e);
+        if (prev)
+                printf("\nC-states, with each one's share of the last %.1f s:\n", interval_usec / 1e6);
+        print_cpus(e, prev, interval_usec);
+}
+
+static int explain(pmqos_client *client, pmqos_explanation **ret, uint32_t *ret_count) {
+        int r = pmqos_explain(client, ret);
+        if (r >= 0 && (r = pmqos_get_request_count(client, ret_count)) < 0)
+                *ret = pmqos_explanation_free(*ret);
+        return r < 0 ? broker_error(client, "cannot read the broker's explanation", r) : 0;
+}
+
+static double now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* Redraws every interval until SIGINT or SIGTERM: exit status 0. */
+static int watch(pmqos_client *client, double seconds) {
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGTERM);
+        sigprocmask(SIG_BLOCK, &stop, NULL);
+        bool tty = isatty(STDOUT_FILENO);
+        pmqos_explanation *prev = NULL;
+        double prev_at = 0;
+        for (;;) {
+                pmqos_explanation *e;
+                uint32_t count;
+                int r = explain(client, &e, &count);
+                if (r) {
+                        pmqos_explanation_free(prev);
+                        return r;
+                }
+                double at = now_usec();
+                if (tty)
+                        printf("\033[H\033[2J");
+                else if (prev)
+                        printf("\n");
+                print_status(e, count, prev, at - prev_at);
+                fflush(stdout);
+                pmqos_explanation_free(prev);
+                prev = e;
+                prev_at = at;
+                struct timespec ts = { .tv_sec = (time_t) seconds,
+                                       .tv_nsec = (long) ((seconds - (double) (time_t) seconds) * 1e9) };
+                if (sigtimedwait(&stop, NULL, &ts) >= 0)
+                        break;
+        }
+        pmqos_explanation_free(prev);
+        return 0;
+}
+
+static int parse_seconds(const char *s, double *ret) {
+        char *end;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (errno || end == s || *end || !(v >= 0.1 && v <= 3600))
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int verb_status(int argc, char *argv[]) {
+        static const struct option options[] = { { "help", no_argument, NULL, 'h' },
+                                                 { "json", no_argument, NULL, 'j' },
+                                                 { "watch", optional_argument, NULL, 'w' },
+                                                 {} };
+        bool json = false, watching = false;
+        double seconds = 2;
+        int c;
+        optind = 0; /* full re-initialisation after main()'s own parsing */
+        while ((c = getopt_long(argc, argv, "hjw::", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        printf("Usage: pmqosctl status [--json] [--watch [SECONDS]]\n"
+                               "Show what sets the latency bound (a request, a floor, or another program\n"
+                               "holding the device), the other holders, and per CPU (identical CPUs in one\n"
+                               "row) which C-states the bound allows, blocks, or are disabled.\n"
+                               "  --json             print the broker's Explain() dictionary as JSON\n"
+                               "  --watch [SECONDS]  redraw every SECONDS (default 2, 0.1 to 3600) with each\n"
+                               "                     C-state's share of the interval; Ctrl-C ends it\n");
+                        return 0;
+                case 'j':
+                        json = true;
+                        break;
+                case 'w':
+                        watching = true;
+                        /* "--watch 5" as well as "--watch=5": a number right after is the interval. */
+                        if (!optarg && optind < argc && parse_seconds(argv[optind], &seconds) == 0)
+                                optind++;
+                        else if (optarg && parse_seconds(optarg, &seconds) < 0)
+                                return usage_error("status", "--watch takes seconds from 0.1 to 3600, not \"%s\"",
+                                                   optarg);
+                        break;
+                default:
+                        return bad_option("status", argc, argv);
+                }
+        if (optind < argc)
+                return usage_error("status", "unexpected argument \"%s\"", argv[optind]);
+        if (json && watching)
+                return usage_error("status", "--json and --watch do not go together");
+
+        pmqos_client *client;
+        int r = connect_broker(&client);
+        if (r)
+                return r;
+        if (watching) {
+                r = watch(client, seconds);
+                pmqos_client_free(client);
+                return r;
+        }
+        pmqos_explanation *e;
+        uint32_t count;
+        r = explain(client, &e, &count);
+        if (r == 0) {
+                if (json)
+                        print_json(e);
+                else
+                        print_status(e, count, NULL, 0);
+                pmqos_explanation_free(e);
+        }
+        pmqos_client_free(client);
+        return r;
+}
