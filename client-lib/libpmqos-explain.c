@@ -204,10 +204,14 @@ static int holder_item(sd_bus_message *m, void *entry) {
 
 /* ---- the explanation ---- */
 
-static const char *const explanation_keys[] = { "effective",        "kernel",
-                                                "floor",            "bound_by",
-                                                "binding",          "external_holders",
-                                                "cpus",             "kernel_ignores_writes",
+static const char *const explanation_keys[] = { "effective",
+                                                "kernel",
+                                                "floor",
+                                                "bound_by",
+                                                "binding",
+                                                "external_holders",
+                                                "cpus",
+                                                "kernel_ignores_writes",
                                                 "external_holders_complete" };
 
 static int binding_field(sd_bus_message *m, pmqos_explanation *e) {

@@ -53,8 +53,8 @@ void json_request(const pmqos_request_info *q) {
         json_string(q->exec);
         printf(", \"reason\": ");
         json_string(q->reason);
-        printf(", \"created\": %" PRIi64 ", \"persistent\": %s, \"expires\": %" PRIi64 ", \"cpus\": [",
-               q->created_usec, q->persistent ? "true" : "false", q->expires_usec);
+        printf(", \"created\": %" PRIi64 ", \"persistent\": %s, \"expires\": %" PRIi64 ", \"cpus\": [", q->created_usec,
+               q->persistent ? "true" : "false", q->expires_usec);
         for (size_t k = 0; k < q->n_cpus; k++)
                 printf("%s%" PRIu32, k ? ", " : "", q->cpus[k]);
         printf("], \"sender\": ");

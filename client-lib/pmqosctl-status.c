@@ -203,7 +203,9 @@ static void print_cpus(const pmqos_explanation *e, const pmqos_explanation *prev
                         const pmqos_cstate_info *st = &cpu->cstates[k];
                         char *name = term_text(st->name);
                         printf("  %-10s %6" PRIu32 " µs  %-*s", name ?: "?", st->latency_usec, prev ? 8 : 0,
-                               st->disabled ? "disabled" : st->allowed ? "allowed" : "blocked");
+                               st->disabled  ? "disabled"
+                               : st->allowed ? "allowed"
+                                             : "blocked");
                         free(name);
                         if (prev) {
                                 double share = residency(e, prev, in_row, k, interval_usec);

@@ -90,8 +90,6 @@ int action_request(Manager *m, sd_bus_message *message, const NewRequest *nr, sd
                 return kernel_refused(m, r, error);
         /* 5. Reply, then signals. */
         r = sd_bus_reply_method_return(message, "u", cookie);
-        log_debug("Request %" PRIu32 " of %s (uid %u): %" PRIi32 " µs%s.", cookie, c->name, (unsigned) c->uid,
-                  nr->value, nr->persistent ? ", persistent" : "");
         manager_publish(m, &changes);
         return r;
 }
@@ -128,11 +126,10 @@ static int change_request(Manager *m, sd_bus_message *message, uint32_t cookie, 
         if (r <= 0)
                 return r < 0 ? r : 1;
 
-        r = update ? core_update(&m->core, req, value, &changes) : core_cancel(&m->core, req, &changes);
+        r = update ? core_update(&m->core, req, value, c->uid, &changes) : core_cancel(&m->core, req, c->uid, &changes);
         if (r < 0)
                 return kernel_refused(m, r, error);
         r = sd_bus_reply_method_return(message, NULL);
-        log_debug("%s request %" PRIu32 " for %s.", update ? "Updated" : "Cancelled", cookie, c->name);
         manager_publish(m, &changes);
         return r;
 }
@@ -157,12 +154,10 @@ int action_set_floor(Manager *m, sd_bus_message *message, int32_t value, sd_bus_
         if (r <= 0)
                 return r < 0 ? r : 1;
 
-        r = core_set_floor(&m->core, value, &changes);
+        r = core_set_floor(&m->core, value, c->uid, &changes);
         if (r < 0)
                 return kernel_refused(m, r, error);
         r = sd_bus_reply_method_return(message, NULL);
-        if (changes.floor)
-                log_info("Minimum latency set to %" PRIi32 " µs by uid %u.", core_floor(&m->core), (unsigned) c->uid);
         manager_publish(m, &changes);
         return r;
 }

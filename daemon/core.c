@@ -5,8 +5,10 @@
  * kernel never holds what the store does not. */
 
 #include "core.h"
+#include "audit.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,7 +175,10 @@ static Before before(const Core *c) {
                          .state_dirty = c->state_dirty };
 }
 
+/* What changed, for the signals; a new effective value also for the audit trail. */
 static void changed(const Core *c, const Before *b, bool requests, ChangeSet *changes) {
+        if (c->effective != b->effective)
+                audit_latency_changed(b->effective, c->effective);
         *changes = (ChangeSet){ .latency = c->effective != b->effective,
                                 .requests = requests,
                                 .count = store_size(&c->store) != b->count,
@@ -226,11 +231,12 @@ int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes) {
                 runtime_format_add(&lines, r);
                 record(c, &lines, 1, 1);
         }
+        audit_request_added(r);
         changed(c, &b, true, changes);
         return 0;
 }
 
-int core_update(Core *c, Request *r, int32_t value, ChangeSet *changes) {
+int core_update(Core *c, Request *r, int32_t value, uid_t by_uid, ChangeSet *changes) {
         Before b = before(c);
         int32_t old = r->value;
 
@@ -255,11 +261,12 @@ int core_update(Core *c, Request *r, int32_t value, ChangeSet *changes) {
                 runtime_format_value(&lines, r->cookie, value);
                 record(c, &lines, 1, 0);
         }
+        audit_request_changed(r, old, by_uid);
         changed(c, &b, true, changes);
         return 0;
 }
 
-int core_cancel(Core *c, Request *r, ChangeSet *changes) {
+int core_cancel(Core *c, Request *r, uid_t by_uid, ChangeSet *changes) {
         Before b = before(c);
         int32_t old = r->value;
         bool persistent = r->persistent;
@@ -273,6 +280,7 @@ int core_cancel(Core *c, Request *r, ChangeSet *changes) {
                 (void) store_update(&c->store, r, old);
                 return undo(c, &b, k, changes);
         }
+        audit_request_ended(r, old, AUDIT_END_CANCELLED, by_uid);
         store_remove(&c->store, r);
         if (persistent) {
                 c->state_dirty = true;
@@ -286,7 +294,7 @@ int core_cancel(Core *c, Request *r, ChangeSet *changes) {
         return 0;
 }
 
-static int set_floors(Core *c, int32_t admin_floor, int32_t default_floor, ChangeSet *changes) {
+static int set_floors(Core *c, int32_t admin_floor, int32_t default_floor, const char *why, ChangeSet *changes) {
         Before b = before(c);
         int32_t old_admin = c->admin_floor, old_default = c->default_floor;
 
@@ -300,16 +308,20 @@ static int set_floors(Core *c, int32_t admin_floor, int32_t default_floor, Chang
                 c->default_floor = old_default;
                 return undo(c, &b, k, changes);
         }
+        if (core_floor(c) != b.floor)
+                audit_floor_changed(b.floor, core_floor(c), why);
         changed(c, &b, false, changes);
         return 0;
 }
 
-int core_set_floor(Core *c, int32_t admin_floor, ChangeSet *changes) {
-        return set_floors(c, admin_floor, c->default_floor, changes);
+int core_set_floor(Core *c, int32_t admin_floor, uid_t by_uid, ChangeSet *changes) {
+        char why[64];
+        snprintf(why, sizeof(why), "the administrator floor was set by uid %u", (unsigned) by_uid);
+        return set_floors(c, admin_floor, c->default_floor, why, changes);
 }
 
 int core_set_default_floor(Core *c, int32_t default_floor, ChangeSet *changes) {
-        return set_floors(c, c->admin_floor, default_floor, changes);
+        return set_floors(c, c->admin_floor, default_floor, "the configured default floor changed", changes);
 }
 
 int core_set_battery(Core *c, bool on_battery, int32_t battery_floor, ChangeSet *changes) {
@@ -325,6 +337,11 @@ int core_set_battery(Core *c, bool on_battery, int32_t battery_floor, ChangeSet 
                 c->battery_floor = old_floor;
                 return undo(c, &b, k, changes);
         }
+        if (core_floor(c) != b.floor)
+                audit_floor_changed(b.floor, core_floor(c),
+                                    on_battery != old_on ? (on_battery ? "the machine went on battery"
+                                                                       : "the machine went on mains power")
+                                                         : "the configured battery floor changed");
         changed(c, &b, false, changes);
         changes->battery = on_battery != old_on;
         return 0;
@@ -337,6 +354,8 @@ int core_drop_owner(Core *c, RequestOwner *owner, ChangeSet *changes) {
         long delta = 0;
 
         for (Request *r = owner->head; r; r = r->owner_next) {
+                if (request_dies_with_owner(r))
+                        audit_request_ended(r, r->value, AUDIT_END_OWNER_LEFT, r->uid);
                 if (!recorded(c, r->persistent))
                         continue;
                 if (request_dies_with_owner(r)) {
@@ -361,7 +380,7 @@ int core_expire(Core *c, int64_t now, ChangeSet *changes) {
         unsigned n = 0;
 
         while ((r = store_first_expired(&c->store, now))) {
-                log_debug("Request %" PRIu32 " reached its deadline.", r->cookie);
+                audit_request_ended(r, r->value, AUDIT_END_EXPIRED, r->uid);
                 if (r->persistent)
                         c->state_dirty = true;
                 else if (recorded(c, false)) {

@@ -95,10 +95,12 @@ static inline int32_t core_floor(const Core *c) {
 /* Takes r (with its cookie from request_new()) into the store for owner
  * (may be NULL); on failure r is the caller's to free. */
 int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes);
-int core_update(Core *c, Request *r, int32_t value, ChangeSet *changes);
+/* by_uid: who asks, for the audit trail (audit.h), which every transaction
+ * writes to once it succeeded. */
+int core_update(Core *c, Request *r, int32_t value, uid_t by_uid, ChangeSet *changes);
 /* Ends and frees r. */
-int core_cancel(Core *c, Request *r, ChangeSet *changes);
-int core_set_floor(Core *c, int32_t admin_floor, ChangeSet *changes);
+int core_cancel(Core *c, Request *r, uid_t by_uid, ChangeSet *changes);
+int core_set_floor(Core *c, int32_t admin_floor, uid_t by_uid, ChangeSet *changes);
 int core_set_default_floor(Core *c, int32_t default_floor, ChangeSet *changes);
 /* The machine went on battery or off it (UPower), or the configured battery floor changed. */
 int core_set_battery(Core *c, bool on_battery, int32_t battery_floor, ChangeSet *changes);

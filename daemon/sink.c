@@ -4,7 +4,7 @@
 
 #include "store.h"
 #include "sink.h"
-#include "log.h"
+#include "audit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -91,9 +91,7 @@ int sink_apply(Sink *s, int32_t usec) {
         int32_t k;
         if (v < PMQOS_LATENCY_MAX_US && !s->ignores_writes && sink_read(s, &k) == 0 && k > v) {
                 s->ignores_writes = true;
-                log_warning("The kernel ignores writes to %s: it reports %d µs after pmqosd asked for %d µs. "
-                            "Latency bounds have no effect on this kernel.",
-                            s->path, (int) k, (int) v);
+                audit_kernel_ignores_writes(s->path, k, v);
         }
         return 0;
 }

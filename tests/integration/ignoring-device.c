@@ -33,8 +33,8 @@ static int ignoring_getattr(const char *path, struct stat *st, struct fuse_file_
         return 0;
 }
 
-static int ignoring_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t offset,
-                            struct fuse_file_info *fi, enum fuse_readdir_flags flags) {
+static int ignoring_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t offset, struct fuse_file_info *fi,
+                            enum fuse_readdir_flags flags) {
         (void) offset, (void) fi, (void) flags;
         if (strcmp(path, "/") != 0)
                 return -ENOENT;

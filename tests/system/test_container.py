@@ -553,5 +553,100 @@ class TestRestartSurvival(SystemTestCase):
             self.release(holder)
 
 
+DEVICE_HOLDER = """
+import os, struct, time
+fd = os.open("/dev/cpu_dma_latency", os.O_RDWR)
+os.write(fd, struct.pack("=i", 9))
+os.setgroups([])
+os.setresgid(65534, 65534, 65534)
+os.setresuid(65534, 65534, 65534)
+time.sleep(3600)
+"""
+
+CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE = 2, 19
+
+
+class TestExplainAndAudit(SystemTestCase):
+    """Under the shipped unit: Explain() sees a holder of another user
+    through the helper that alone keeps two capabilities, pmqosctl status
+    says who holds the latency, and every change is in the journal with
+    its MESSAGE_ID and fields."""
+
+    def explain(self):
+        r = self.c.sh("busctl --system --json=short call %s %s %s Explain" % (BUS, PATH, NATIVE), check=True)
+        data = json.loads(r.stdout)["data"][0]
+
+        def plain(v):  # busctl's {"type": …, "data": …} variants, unwrapped
+            if isinstance(v, dict) and set(v) == {"type", "data"}:
+                return plain(v["data"])
+            if isinstance(v, dict):
+                return {k: plain(x) for k, x in v.items()}
+            if isinstance(v, list):
+                return [plain(x) for x in v]
+            return v
+        return plain(data)
+
+    def test_external_holder_of_another_user(self):
+        pid = self.start()
+        helper = int(self.c.sh("pgrep -x -P %d pmqosd-holders" % pid, check=True).stdout.split()[0])
+        f = self.host_status(helper)
+        keep = (1 << CAP_SYS_PTRACE) | (1 << CAP_DAC_READ_SEARCH)
+        self.assertEqual([int(f[k], 16) for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb")], [keep, keep, keep, 0])
+        self.assertEqual(f["Uid"].split(), [self.c.sh("id -u pmqos").stdout.strip()] * 4)
+        self.assertEqual(f["NoNewPrivs"], "1")
+        self.c.sh("systemd-run --unit=pmqos-holder /usr/bin/python3 -c '%s'" % DEVICE_HOLDER.replace("'", '"'),
+                  check=True)
+        try:
+            holder = int(wait_for(lambda: self.c.sh("systemctl show -P MainPID pmqos-holder").stdout.strip() != "0"
+                                  and self.c.sh("systemctl show -P MainPID pmqos-holder").stdout.strip(),
+                                  what="the holder"))
+            wait_for(lambda: kernel() <= 9, what="the holder's bound")
+            r = self.busctl(QOS, "RequestLatency", "sib", "cpu_dma", "50", "true")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            e = wait_for(lambda: (lambda e: e if any(h["pid"] == holder for h in e["external_holders"]) else None)(
+                self.explain()), what="the holder in Explain()")
+            mine = [h for h in e["external_holders"] if h["pid"] == holder][0]
+            self.assertEqual(mine["uid"], 65534)
+            self.assertIn("python3", mine["exec"])
+            self.assertTrue(e["external_holders_complete"])
+            self.assertEqual((e["effective"], e["bound_by"]), (50, "external"))
+            out = self.c.sh("pmqosctl status", check=True).stdout
+            self.assertRegex(out, r"the kernel is at \d µs because `[^`]*python3[^`]*` \(pid %d\) holds the device "
+                                  r"itself; pmqosd asks for 50 µs" % holder)
+            self.busctl(QOS, "CancelRequest", "u", r.stdout.split()[1])
+        finally:
+            self.c.sh("systemctl stop pmqos-holder")
+
+    def test_audit_trail_in_the_journal(self):
+        self.start()
+        r = self.busctl(NATIVE, "Request", "'sia{sv}'", "cpu_dma", "77", "2", "reason", "s", "'night build'",
+                        "timeout", "u", "60", user=MEMBER)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        cookie = r.stdout.split()[1]
+        self.busctl(QOS, "SetMinimumLatency", "si", "cpu_dma", "100")
+        self.busctl(QOS, "CancelRequest", "u", cookie)
+
+        def entries(message_id):
+            out = self.c.sh("journalctl -q --no-pager -o json MESSAGE_ID=%s" % message_id).stdout
+            return [json.loads(line) for line in out.splitlines() if line.strip()]
+        uid = self.c.sh("id -u %s" % MEMBER).stdout.strip()
+        added = wait_for(lambda: [e for e in entries("39c7c27af2ee49939c9558b9c89a5e08") if e.get("COOKIE") == cookie],
+                         what="the new request in the journal")[0]
+        self.assertEqual((added["REQUEST_UID"], added["NEW_LATENCY"], added["OLD_LATENCY"], added["REASON"]),
+                         (uid, "77", "-1", "night build"))
+        self.assertIn("busctl", added["REQUEST_EXEC"])
+        self.assertTrue(added["REQUEST_PID"].isdigit())
+        ended = wait_for(lambda: [e for e in entries("5634ba2b1d844b49a91d5f4a1864143a") if e.get("COOKIE") == cookie],
+                         what="the end in the journal")[0]
+        self.assertEqual((ended["OLD_LATENCY"], ended["NEW_LATENCY"], ended["BY_UID"]), ("77", "-1", "0"))
+        self.assertIn("cancelled by uid 0", ended["MESSAGE"])
+        floor = wait_for(lambda: entries("2b766ad732a2402eb28daf8e39e38625"), what="the floor in the journal")[-1]
+        self.assertEqual((floor["OLD_LATENCY"], floor["NEW_LATENCY"]), ("-1", "100"))
+        changes = [(e["OLD_LATENCY"], e["NEW_LATENCY"]) for e in entries("85a63a23b39e47d5b40fb8ec616bfd8c")]
+        # 77 µs asked, the floor of 100 µs raises it, the cancel leaves the floor alone: no bound.
+        self.assertEqual(changes[-3:], [("-1", "77"), ("77", "100"), ("100", "-1")])
+        self.busctl(QOS, "SetMinimumLatency", "si", "cpu_dma", "-1")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -108,19 +108,19 @@ START_TEST(test_change_sets) {
         CHANGES(cs, true, true, true, false);
         ck_assert_int_eq(unit_read_device(device), 100);
 
-        ck_assert_int_eq(core_update(&c, r, 50, &cs), 0);
+        ck_assert_int_eq(core_update(&c, r, 50, 0, &cs), 0);
         CHANGES(cs, true, true, false, false);
-        ck_assert_int_eq(core_update(&c, r, 50, &cs), 0); /* nothing to do */
+        ck_assert_int_eq(core_update(&c, r, 50, 0, &cs), 0); /* nothing to do */
         CHANGES(cs, false, false, false, false);
 
         /* A looser second request changes the set, not the value. */
         Request *r2 = new_request(&c, 70, false, 0, UINT32_MAX);
         ck_assert_int_eq(core_add(&c, r2, NULL, &cs), 0);
         CHANGES(cs, false, true, true, false);
-        ck_assert_int_eq(core_cancel(&c, r, &cs), 0);
+        ck_assert_int_eq(core_cancel(&c, r, 0, &cs), 0);
         CHANGES(cs, true, true, true, false);
         ck_assert_int_eq(c.effective, 70);
-        ck_assert_int_eq(core_cancel(&c, r2, &cs), 0);
+        ck_assert_int_eq(core_cancel(&c, r2, 0, &cs), 0);
         ck_assert_int_eq(c.effective, PMQOS_LATENCY_NONE);
         ck_assert_int_eq(unit_read_device(device), PMQOS_LATENCY_MAX_US);
         core_done(&c);
@@ -140,11 +140,11 @@ START_TEST(test_rollback_when_the_device_refuses) {
         /* No requirement needs no write; making it one is undone. */
         Request *r = new_request(&c, PMQOS_LATENCY_NONE, false, 0, UINT32_MAX);
         ck_assert_int_eq(core_add(&c, r, NULL, &cs), 0);
-        ck_assert_int_eq(core_update(&c, r, 10, &cs), -ENOSPC);
+        ck_assert_int_eq(core_update(&c, r, 10, 0, &cs), -ENOSPC);
         ck_assert_int_eq(r->value, PMQOS_LATENCY_NONE);
         ck_assert_int_eq(store_min(&c.store), PMQOS_LATENCY_NONE);
-        ck_assert_int_eq(core_set_floor(&c, 5, &cs), 0); /* a floor alone constrains nothing */
-        ck_assert_int_eq(core_cancel(&c, r, &cs), 0);
+        ck_assert_int_eq(core_set_floor(&c, 5, 0, &cs), 0); /* a floor alone constrains nothing */
+        ck_assert_int_eq(core_cancel(&c, r, 0, &cs), 0);
         core_done(&c);
 }
 END_TEST
@@ -179,7 +179,7 @@ START_TEST(test_floor_rules) {
         start(&c, device, 0);
 
         /* A floor never creates a bound. */
-        ck_assert_int_eq(core_set_floor(&c, 200, &cs), 0);
+        ck_assert_int_eq(core_set_floor(&c, 200, 0, &cs), 0);
         CHANGES(cs, false, false, false, true);
         ck_assert_int_eq(c.effective, PMQOS_LATENCY_NONE);
         ck_assert_str_ne(unit_read_file(state, "state"), "");
@@ -191,13 +191,13 @@ START_TEST(test_floor_rules) {
         Request *cpu = new_request(&c, 30, false, 0, 1);
         ck_assert_int_eq(core_add(&c, cpu, NULL, &cs), 0);
         ck_assert_str_eq(unit_read_file(sysfs, CPU1), "200");
-        ck_assert_int_eq(core_update(&c, r, 900, &cs), 0);
+        ck_assert_int_eq(core_update(&c, r, 900, 0, &cs), 0);
         ck_assert_int_eq(c.effective, 900);
 
         /* The default floor applies only while no administrator floor is set. */
         ck_assert_int_eq(core_set_default_floor(&c, 950, &cs), 0);
         CHANGES(cs, false, false, false, false);
-        ck_assert_int_eq(core_set_floor(&c, PMQOS_LATENCY_NONE, &cs), 0);
+        ck_assert_int_eq(core_set_floor(&c, PMQOS_LATENCY_NONE, 0, &cs), 0);
         CHANGES(cs, true, false, false, true);
         ck_assert_int_eq(core_floor(&c), 950);
         ck_assert_int_eq(c.effective, 950);
@@ -219,7 +219,7 @@ START_TEST(test_floor_rules) {
         CHANGES(cs, true, false, false, true);
         ck_assert(!cs.battery);
         ck_assert_int_eq(c.effective, 950);
-        ck_assert_int_eq(core_set_floor(&c, 100, &cs), 0); /* the higher of the floors holds */
+        ck_assert_int_eq(core_set_floor(&c, 100, 0, &cs), 0); /* the higher of the floors holds */
         ck_assert_int_eq(core_floor(&c), 950);
         ck_assert_int_eq(core_set_battery(&c, false, 950, &cs), 0);
         CHANGES(cs, true, false, false, true);
@@ -306,7 +306,7 @@ START_TEST(test_readoption) {
         ck_assert_int_eq(core_add(&c, r2, &a, &cs), 0);
         ck_assert_int_eq(core_add(&c, new_request(&c, 30, false, 0, UINT32_MAX), &b, &cs), 0);
         ck_assert_int_eq(core_add(&c, new_request(&c, 10, true, 0, UINT32_MAX), NULL, &cs), 0);
-        ck_assert_int_eq(core_update(&c, r1, 45, &cs), 0);
+        ck_assert_int_eq(core_update(&c, r1, 45, 0, &cs), 0);
         ck_assert_int_eq(core_drop_owner(&c, &b, &cs), 0);
         ck_assert_str_eq(unit_read_file(sysfs, CPU1), "40");
         crash(&c);
@@ -365,7 +365,7 @@ START_TEST(test_record_stays_small) {
         for (int i = 0; i < 5000; i++) {
                 Request *r = new_request(&c, 100 + i, false, 0, UINT32_MAX);
                 ck_assert_int_eq(core_add(&c, r, NULL, &cs), 0);
-                ck_assert_int_eq(core_cancel(&c, r, &cs), 0);
+                ck_assert_int_eq(core_cancel(&c, r, 0, &cs), 0);
         }
         /* 10,001 changes, rewritten whenever the file held 1,024 lines more than twice what it describes. */
         ck_assert_uint_le(c.record.n_lines, 2 * 1 + 1024);
