@@ -61,6 +61,7 @@ class TestNativeInterface(NativeTestCase):
             "Update": [("cookie", "u", "in"), ("value", "i", "in")],
             "Cancel": [("cookie", "u", "in")],
             "ListRequests": [("requests", "aa{sv}", "out")],
+            "Explain": [("explanation", "a{sv}", "out")],
         })
         props = {p.get("name"): (p.get("type"), p.get("access")) for p in iface.findall("property")}
         self.assertEqual(props, {
