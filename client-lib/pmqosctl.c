@@ -298,7 +298,7 @@ static void help(void) {
         printf("Usage: pmqosctl [--no-ask-password] [--sysfs-root DIR] COMMAND [ARGS…]\n"
                "Ask pmqosd for CPU latency bounds and see who holds them.\n\n"
                "Commands:\n"
-               "  status                       effective, kernel and minimum latency; C-states allowed\n"
+               "  status [--json] [--watch [S]] what sets the bound, other holders, C-states per CPU\n"
                "  list [--json]                all requests\n"
                "  hold USEC [--reason TEXT] [--cpus LIST] [-- COMMAND…]\n"
                "                               hold a bound while COMMAND runs, or until interrupted\n"
