@@ -95,12 +95,14 @@ static void print_bound_by(const pmqos_explanation *e) {
                 printf("the kernel is at %s because ", kernel);
                 if (e->n_holders == 0)
                         printf("another holder of the device asks for less (one pmqosd cannot see)");
+                else if (e->n_holders > 1)
+                        printf("other programs hold the device themselves: ");
                 for (size_t i = 0; i < e->n_holders; i++) {
-                        printf("%s", i == 0 ? "" : i + 1 == e->n_holders ? " or " : ", ");
+                        printf("%s", i ? ", " : "");
                         print_exec(e->holders[i].exec);
                         printf(" (pid %" PRIu32 ")", e->holders[i].pid);
                 }
-                printf("%s holds the device itself; pmqosd asks for %s\n", e->n_holders > 1 ? " —" : "", bound);
+                printf("%s; pmqosd asks for %s\n", e->n_holders == 1 ? " holds the device itself" : "", bound);
         } else
                 printf("none: nothing asks for one\n");
         printf("Kernel:   %s%s\n", kernel,

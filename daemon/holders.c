@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/kcmp.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +28,8 @@ int holder_target_init(HolderTarget *target, int fd, const char *path) {
                 return -errno;
         const char *slash = strrchr(path, '/');
         snprintf(target->basename, sizeof(target->basename), "%s", slash ? slash + 1 : path);
+        target->owner = getpid();
+        target->owner_fd = fd;
         return 0;
 }
 
@@ -40,6 +43,12 @@ static bool same_file(const struct stat *a, const struct stat *b) {
 static bool link_matches(const char *link, const HolderTarget *target) {
         const char *slash = strrchr(link, '/');
         return slash && strcmp(slash + 1, target->basename) == 0;
+}
+
+/* Whether descriptor fd of pid is the very open file pmqosd holds. */
+static bool is_owners(const HolderTarget *target, unsigned long pid, const char *fd) {
+        return target->owner > 0 &&
+               syscall(SYS_kcmp, target->owner, (pid_t) pid, KCMP_FILE, target->owner_fd, atoi(fd)) == 0;
 }
 
 /* 1 if process pid holds target, 0 if not, -EACCES if its descriptors are hidden from us. */
@@ -71,7 +80,7 @@ static int scan_process(int proc_fd, const char *pid, const HolderTarget *target
                 link[n] = 0;
                 struct stat st;
                 if (link_matches(link, target) && fstatat(dirfd(d), de->d_name, &st, 0) == 0 &&
-                    same_file(&st, &target->st))
+                    same_file(&st, &target->st) && !is_owners(target, strtoul(pid, NULL, 10), de->d_name))
                         found = 1;
         }
         closedir(d);

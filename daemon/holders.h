@@ -29,9 +29,14 @@ typedef struct HolderScan {
 typedef struct HolderTarget {
         struct stat st;
         char basename[256];
+        /* pmqosd's own descriptor: the same open file held by another process
+         * (the service manager's descriptor store, kept across restarts) is
+         * pmqosd's request, not another holder's; kcmp() tells. */
+        pid_t owner;
+        int owner_fd;
 } HolderTarget;
 
-/* Fills target from fd, the descriptor pmqosd holds for path. */
+/* Fills target from fd, the descriptor this process holds for path. */
 int holder_target_init(HolderTarget *target, int fd, const char *path);
 
 /* Scans the processes under proc_fd (a descriptor of /proc) for descriptors

@@ -133,9 +133,13 @@ class TestBatteryFloor(BatteryTestCase):
         c = self.client()
         c.request(50)
         self.assertEqual(self.watcher.latency(), 300)
+        e = self.watcher.call("Explain", None, iface=NATIVE_IFACE)[0]
+        if e["kernel"] == 300:  # unless another holder of the device asks for less
+            self.assertEqual((e["bound_by"], e["floor"], e["binding"]), ("battery-floor", 300, {}))
         self.upower.stop()
         self.assert_eventually(lambda: self.watcher.latency() == 50, what="the floor to go with UPower")
         self.assertFalse(self.on_battery())
+        self.assertIn(self.watcher.call("Explain", None, iface=NATIVE_IFACE)[0]["bound_by"], ("request", "external"))
         self.assertKernelAtMost(50)
 
     def test_upower_arriving_later(self):

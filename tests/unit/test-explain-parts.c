@@ -66,14 +66,29 @@ START_TEST(test_scan_finds_holders_and_skips) {
         unit_write_file(dir, "cpu_dma_latency", "x");
         unit_write_file(dir, "sub/cpu_dma_latency", "y"); /* same name, another file: not a holder */
 
-        int p1, p2, p3;
+        int p1, p2, p3, p4;
         pid_t a = hold(path, &p1), b = hold(path, &p2), c = hold(other, &p3);
-        /* Opened after the forks: the children must not inherit it. */
+        /* Opened after those forks: they must not inherit it. */
         int mine = open(path, O_RDWR | O_CLOEXEC);
         ck_assert_int_ge(mine, 0);
         HolderTarget target;
         ck_assert_int_eq(holder_target_init(&target, mine, path), 0);
         ck_assert_str_eq(target.basename, "cpu_dma_latency");
+        /* A process keeping our very descriptor (as systemd's descriptor store does) holds nothing of its own. */
+        int keep[2];
+        ck_assert_int_eq(pipe(keep), 0);
+        pid_t store = fork();
+        ck_assert_int_ge(store, 0);
+        if (store == 0) {
+                for (int k = 3; k < 256; k++)
+                        if (k != mine && k != keep[0])
+                                close(k);
+                char ch;
+                (void) !read(keep[0], &ch, 1); /* mine is inherited: the same open file */
+                _exit(0);
+        }
+        close(keep[0]);
+        p4 = keep[1];
         int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         ck_assert_int_ge(proc, 0);
         pid_t skip[] = { getpid(), b };
@@ -83,12 +98,14 @@ START_TEST(test_scan_finds_holders_and_skips) {
         ck_assert(!has(&scan, b));        /* skipped, as pmqosd and its helper are */
         ck_assert(!has(&scan, c));        /* a look-alike name */
         ck_assert(!has(&scan, getpid())); /* we hold it too, and are skipped */
+        ck_assert(!has(&scan, store));    /* our own open file, kept elsewhere */
 
         release(a, p1);
         holders_scan(proc, &target, skip, 2, &scan);
         ck_assert(!has(&scan, a)); /* gone */
         release(b, p2);
         release(c, p3);
+        release(store, p4);
         close(proc);
         close(mine);
         unit_remove_dir(dir);
