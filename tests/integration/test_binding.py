@@ -47,6 +47,16 @@ class TestClient(BindingTestCase):
             self.assertEqual(c.latency, -1)
         self.assertKernelReleased()
 
+    def test_explain_equals_the_broker(self):
+        with pmqos.Client() as c:
+            cookie = c.request(90, reason="explained")
+            got = c.explain()
+            bus = self.client().call("Explain", None, iface="org.freedesktop.PMQoS")[0]
+            self.assertEqual(got, bus)  # the same keys and values as the D-Bus dictionary
+            if got["kernel"] == 90:
+                self.assertEqual((got["bound_by"], got["binding"]["cookie"]), ("request", cookie))
+            self.assertEqual(len(got["cpus"]), os.cpu_count())
+
     def test_close_ends_requests(self):
         w = self.client()
         c = pmqos.Client()

@@ -79,6 +79,68 @@ _ERRORS = {
 }
 
 
+class _RequestInfo(ctypes.Structure):
+    _fields_ = [("cookie", ctypes.c_uint32), ("value", ctypes.c_int32), ("uid", ctypes.c_uint32),
+                ("pid", ctypes.c_uint32), ("exec", ctypes.c_char_p), ("reason", ctypes.c_char_p),
+                ("sender", ctypes.c_char_p), ("created", ctypes.c_int64), ("expires", ctypes.c_int64),
+                ("persistent", ctypes.c_bool), ("cpus", ctypes.POINTER(ctypes.c_uint32)), ("n_cpus", ctypes.c_size_t)]
+
+
+class _CStateInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("latency", ctypes.c_uint32), ("allowed", ctypes.c_bool),
+                ("disabled", ctypes.c_bool), ("usage", ctypes.c_uint64), ("time", ctypes.c_uint64)]
+
+
+class _CpuInfo(ctypes.Structure):
+    _fields_ = [("cpu", ctypes.c_uint32), ("bound", ctypes.c_int32), ("resume_latency", ctypes.c_char_p),
+                ("foreign", ctypes.c_bool), ("cstates", ctypes.POINTER(_CStateInfo)), ("n_cstates", ctypes.c_size_t)]
+
+
+class _HolderInfo(ctypes.Structure):
+    _fields_ = [("pid", ctypes.c_uint32), ("uid", ctypes.c_uint32), ("exec", ctypes.c_char_p)]
+
+
+class _Explanation(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_int32), ("kernel", ctypes.c_int32), ("floor", ctypes.c_int32),
+                ("bound_by", ctypes.c_char_p), ("binding", ctypes.POINTER(_RequestInfo)),
+                ("holders", ctypes.POINTER(_HolderInfo)), ("n_holders", ctypes.c_size_t),
+                ("holders_complete", ctypes.c_bool), ("cpus", ctypes.POINTER(_CpuInfo)), ("n_cpus", ctypes.c_size_t),
+                ("kernel_ignores_writes", ctypes.c_bool)]
+
+
+def _text(b):
+    return b.decode("utf-8", "replace") if b is not None else ""
+
+
+def _struct_dict(st, renames=None):
+    out = {}
+    for name, _ in st._fields_:
+        if name.startswith("n_"):
+            continue
+        v = getattr(st, name)
+        out[(renames or {}).get(name, name)] = _text(v) if isinstance(v, bytes) or v is None else v
+    return out
+
+
+def _explanation_dict(e):
+    binding = {}
+    if e.binding:
+        b = e.binding.contents
+        binding = _struct_dict(b)
+        binding["cpus"] = [b.cpus[i] for i in range(b.n_cpus)]
+        binding["type"] = "cpu_dma"
+    cpus = []
+    for i in range(e.n_cpus):
+        c = e.cpus[i]
+        entry = _struct_dict(c)
+        entry["cstates"] = [_struct_dict(c.cstates[k]) for k in range(c.n_cstates)]
+        cpus.append(entry)
+    return {"effective": e.effective, "kernel": e.kernel, "floor": e.floor, "bound_by": _text(e.bound_by),
+            "binding": binding, "external_holders": [_struct_dict(e.holders[i]) for i in range(e.n_holders)],
+            "external_holders_complete": e.holders_complete, "cpus": cpus,
+            "kernel_ignores_writes": e.kernel_ignores_writes}
+
+
 def _load():
     # PMQOS_LIBRARY lets tests point at a build tree; otherwise the installed soname.
     return ctypes.CDLL(os.environ.get("PMQOS_LIBRARY", "libpmqos.so.1"), use_errno=False)
@@ -105,6 +167,9 @@ def _library():
         lib.pmqos_client_last_error.argtypes = [p]
         lib.pmqos_client_last_error.restype = ctypes.c_char_p
         lib.pmqos_client_process.argtypes = [p]
+        lib.pmqos_explain.argtypes = [p, ctypes.POINTER(ctypes.POINTER(_Explanation))]
+        lib.pmqos_explanation_free.argtypes = [ctypes.POINTER(_Explanation)]
+        lib.pmqos_explanation_free.restype = p
         _lib = lib
     return _lib
 
@@ -206,6 +271,25 @@ class Client:
         if r < 0:
             _raise(r, c, "cannot read the latency")
         return v.value
+
+    def explain(self):
+        """What sets the bound and who else holds the device, as a dict with
+        the keys of the broker's Explain(): effective, kernel, floor,
+        bound_by ("request", "floor", "default-floor", "battery-floor",
+        "external" or "none"), binding (the binding request's listing keys,
+        {} if none), external_holders (pid, uid, exec),
+        external_holders_complete, cpus (cpu, bound, resume_latency,
+        foreign, cstates: name, latency, allowed, disabled, usage, time)
+        and kernel_ignores_writes."""
+        c = self._handle()
+        e = ctypes.POINTER(_Explanation)()
+        r = _library().pmqos_explain(c, ctypes.byref(e))
+        if r < 0:
+            _raise(r, c, "cannot read the explanation")
+        try:
+            return _explanation_dict(e.contents)
+        finally:
+            _library().pmqos_explanation_free(e)
 
     def process(self):
         """Handles pending events (re-issues requests after a broker restart)."""
