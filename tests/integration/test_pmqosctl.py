@@ -176,6 +176,7 @@ class TestCommands(CtlTestCase):
                 self.assertTrue(err.startswith("pmqosctl: cannot read the broker's explanation: "), err)
         finally:
             impostor.conn.unregister_object(reg)
+            impostor.close()  # the name is free again
         self.start_daemon()  # for the clean stop every test ends with
 
     def test_list_table_and_json(self):
