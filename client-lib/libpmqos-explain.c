@@ -14,6 +14,7 @@
 #define EXPLAIN_CPUS_MAX 8192u
 #define EXPLAIN_CSTATES_MAX 64u
 #define EXPLAIN_HOLDERS_MAX 4096u
+#define EXPLAIN_RULES_MAX 1024u
 
 /* Marks key i of a dictionary as seen; a second time is -EBADMSG. */
 static int see(unsigned *seen, unsigned i) {
@@ -202,6 +203,59 @@ static int holder_item(sd_bus_message *m, void *entry) {
         return r;
 }
 
+/* ---- unit rules ---- */
+
+static const char *const rule_keys[] = { "file", "unit", "latency", "cpus", "state", "holds" };
+
+static void rule_done(void *entry) {
+        pmqos_rule_info *rule = entry;
+        free(rule->file);
+        free(rule->unit);
+        free(rule->cpus);
+        free(rule->state);
+}
+
+static int rule_field(sd_bus_message *m, unsigned key, void *userdata) {
+        pmqos_rule_info *rule = userdata;
+        const void *data;
+        size_t size;
+        int r;
+        switch (key) {
+        case 0:
+                return read_string(m, &rule->file);
+        case 1:
+                return read_string(m, &rule->unit);
+        case 2:
+                return sd_bus_message_read(m, "v", "i", &rule->latency);
+        case 3:
+                r = sd_bus_message_enter_container(m, 'v', "au");
+                if (r >= 0)
+                        r = sd_bus_message_read_array(m, 'u', &data, &size);
+                if (r >= 0 && size / sizeof(uint32_t) > EXPLAIN_CPUS_MAX)
+                        r = -EBADMSG;
+                if (r >= 0 && size > 0) {
+                        if (!(rule->cpus = malloc(size)))
+                                return -ENOMEM;
+                        memcpy(rule->cpus, data, size);
+                        rule->n_cpus = size / sizeof(uint32_t);
+                }
+                return r < 0 ? r : sd_bus_message_exit_container(m);
+        case 4:
+                return read_string(m, &rule->state);
+        default:
+                return read_bool(m, &rule->holds);
+        }
+}
+
+static int rule_item(sd_bus_message *m, void *entry) {
+        pmqos_rule_info *rule = entry;
+        int r = read_dict(m, rule_keys, 6, rule_field, rule);
+        if (r >= 0 && ((!rule->file && !(rule->file = strdup(""))) || (!rule->unit && !(rule->unit = strdup(""))) ||
+                       (!rule->state && !(rule->state = strdup("")))))
+                r = -ENOMEM;
+        return r;
+}
+
 /* ---- the explanation ---- */
 
 static const char *const explanation_keys[] = { "effective",
@@ -253,8 +307,13 @@ static int explanation_field(sd_bus_message *m, unsigned key, void *userdata) {
                                   &e->n_cpus);
         case 7:
                 return read_bool(m, &e->kernel_ignores_writes);
-        default:
+        case 8:
                 return read_bool(m, &e->holders_complete);
+        case 9:
+                return read_array(m, sizeof(pmqos_rule_info), EXPLAIN_RULES_MAX, rule_item, rule_done,
+                                  (void **) &e->rules, &e->n_rules);
+        default:
+                return read_bool(m, &e->rules_followed);
         }
 }
 
@@ -269,6 +328,9 @@ _public_ pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e) {
         for (size_t i = 0; i < e->n_cpus; i++)
                 cpu_done(&e->cpus[i]);
         free(e->cpus);
+        for (size_t i = 0; i < e->n_rules; i++)
+                rule_done(&e->rules[i]);
+        free(e->rules);
         free(e);
         return NULL;
 }

@@ -165,6 +165,16 @@ typedef struct pmqos_holder_info {
         char *exec; /* its command line, cleaned like a request's */
 } pmqos_holder_info;
 
+typedef struct pmqos_rule_info {
+        char *file; /* the rule file, /etc/pmqos/rules.d/NAME.conf */
+        char *unit; /* the systemd unit it follows */
+        int32_t latency;
+        uint32_t *cpus; /* NULL: the global device */
+        size_t n_cpus;
+        char *state; /* the unit's ActiveState as pmqosd last saw it; "" unknown */
+        bool holds;  /* its request is held now */
+} pmqos_rule_info;
+
 typedef struct pmqos_explanation {
         int32_t effective; /* what pmqosd asks of the kernel; -1: nothing */
         int32_t kernel;    /* what the kernel reports for all holders together */
@@ -179,11 +189,14 @@ typedef struct pmqos_explanation {
         pmqos_cpu_info *cpus;  /* every online CPU */
         size_t n_cpus;
         bool kernel_ignores_writes; /* a write was read back as having had no effect */
+        pmqos_rule_info *rules;     /* the unit rules (pmqosd(8)) */
+        size_t n_rules;
+        bool rules_followed; /* systemd is on the bus and followed: without it no rule holds */
 } pmqos_explanation;
 
 /* The broker's Explain(), computed when asked. Free with
  * pmqos_explanation_free(). An answer that is not one the broker sends (a key
- * twice, more than 8192 CPUs, 64 C-states per CPU or 4096 holders) is
+ * twice, more than 8192 CPUs, 64 C-states per CPU, 4096 holders or 1024 rules) is
  * refused whole: -EBADMSG. */
 int pmqos_explain(pmqos_client *c, pmqos_explanation **ret);
 pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e);

@@ -57,7 +57,22 @@ static void print_json(const pmqos_explanation *e) {
                 }
                 printf("]}");
         }
-        printf("%s], \"kernel_ignores_writes\": %s}\n", e->n_cpus ? "\n" : "", json_bool(e->kernel_ignores_writes));
+        printf("%s], \"kernel_ignores_writes\": %s, \"rules\": [", e->n_cpus ? "\n" : "",
+               json_bool(e->kernel_ignores_writes));
+        for (size_t i = 0; i < e->n_rules; i++) {
+                const pmqos_rule_info *rule = &e->rules[i];
+                printf("%s{\"file\": ", i ? ", " : "");
+                json_string(rule->file);
+                printf(", \"unit\": ");
+                json_string(rule->unit);
+                printf(", \"latency\": %" PRIi32 ", \"state\": ", rule->latency);
+                json_string(rule->state);
+                printf(", \"holds\": %s, \"cpus\": [", json_bool(rule->holds));
+                for (size_t k = 0; k < rule->n_cpus; k++)
+                        printf("%s%" PRIu32, k ? ", " : "", rule->cpus[k]);
+                printf("]}");
+        }
+        printf("], \"rules_followed\": %s}\n", json_bool(e->rules_followed));
 }
 
 /* ---- for people ---- */
@@ -107,6 +122,29 @@ static void print_bound_by(const pmqos_explanation *e) {
                 printf("none: nothing asks for one\n");
         printf("Kernel:   %s%s\n", kernel,
                e->kernel_ignores_writes ? " — the kernel ignores writes to the device: no bound has any effect" : "");
+}
+
+static void print_rules(const pmqos_explanation *e) {
+        if (e->n_rules == 0)
+                return;
+        size_t holding = 0;
+        for (size_t i = 0; i < e->n_rules; i++)
+                holding += e->rules[i].holds;
+        if (!e->rules_followed)
+                printf("Rules:    %zu, inactive: systemd is not on the bus\n", e->n_rules);
+        else
+                printf("Rules:    %zu, %zu holding\n", e->n_rules, holding);
+        for (size_t i = 0; i < e->n_rules; i++) {
+                const pmqos_rule_info *rule = &e->rules[i];
+                char v[32];
+                char *file = term_text(rule->file), *unit = term_text(rule->unit), *state = term_text(rule->state);
+                format_usec(rule->latency, v, sizeof(v));
+                printf("  %s: %s while %s is active (%s)%s\n", file ?: "?", v, unit ?: "?",
+                       state && state[0] ? state : "unknown", rule->holds ? ", holding" : "");
+                free(file);
+                free(unit);
+                free(state);
+        }
 }
 
 static void print_holders(const pmqos_explanation *e) {
@@ -232,6 +270,7 @@ static void print_status(const pmqos_explanation *e, uint32_t count, const pmqos
         printf("Floor:    %s\n", floor);
         printf("Requests: %" PRIu32 "\n", count);
         print_holders(e);
+        print_rules(e);
         if (prev)
                 printf("\nC-states, with each one's share of the last %.1f s:\n", interval_usec / 1e6);
         print_cpus(e, prev, interval_usec);
@@ -261,8 +300,8 @@ static int watch(pmqos_client *client, double seconds) {
         pmqos_explanation *prev = NULL;
         double prev_at = 0;
         for (;;) {
-                pmqos_explanation *e;
-                uint32_t count;
+                pmqos_explanation *e = NULL;
+                uint32_t count = 0;
                 int r = explain(client, &e, &count);
                 if (r) {
                         pmqos_explanation_free(prev);
@@ -346,8 +385,8 @@ int verb_status(int argc, char *argv[]) {
                 pmqos_client_free(client);
                 return r;
         }
-        pmqos_explanation *e;
-        uint32_t count;
+        pmqos_explanation *e = NULL;
+        uint32_t count = 0;
         r = explain(client, &e, &count);
         if (r == 0) {
                 if (json)

@@ -122,6 +122,13 @@ static int change_request(Manager *m, sd_bus_message *message, uint32_t cookie, 
         Request *req = store_get(&m->core.store, cookie);
         if (!req)
                 return sd_bus_error_set(error, PMQOS_ERROR_NO_SUCH_REQUEST, "No latency request has this cookie.");
+        const Rule *rule = manager_rule_of(m, req);
+        if (rule)
+                /* Not even root: the rule would only take it again. */
+                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
+                                         "Request %" PRIu32 " is held for the unit rule in %s while %s is active; "
+                                         "edit or remove that file, then reload pmqosd.",
+                                         cookie, rule->file, rule->unit);
         r = call_authorize(&m->calls, message, c, change_action(m, c, req, update, value), error);
         if (r <= 0)
                 return r < 0 ? r : 1;

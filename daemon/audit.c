@@ -137,7 +137,11 @@ void audit_request_ended(const Request *r, int32_t value, AuditEnd how, uid_t by
         if (how == AUDIT_END_CANCELLED)
                 snprintf(why, sizeof(why), "cancelled by uid %u", (unsigned) by_uid);
         else
-                snprintf(why, sizeof(why), "%s", how == AUDIT_END_OWNER_LEFT ? "its owner left the bus" : "it expired");
+                snprintf(why, sizeof(why), "%s",
+                         how == AUDIT_END_OWNER_LEFT      ? "its owner left the bus"
+                         : how == AUDIT_END_EXPIRED       ? "it expired"
+                         : how == AUDIT_END_UNIT_INACTIVE ? "its unit is no longer active"
+                                                          : "its rule changed or systemd left");
         snprintf(msg, sizeof(msg), "Ended %s, %s: %s.", w, usec_text(value, v), why);
         entry(AUDIT_ID_REQUEST_ENDED, r, value, PMQOS_LATENCY_NONE, by_uid, msg, suppressed);
 }

@@ -31,6 +31,8 @@ typedef enum AuditEnd {
         AUDIT_END_CANCELLED,
         AUDIT_END_OWNER_LEFT,
         AUDIT_END_EXPIRED,
+        AUDIT_END_UNIT_INACTIVE, /* a unit rule's request: its unit is no longer active */
+        AUDIT_END_RULE_GONE,     /* a unit rule's request: its rule changed, went, or systemd left */
 } AuditEnd;
 
 /* A request was added (by its owner: the request's uid, pid, exec). */

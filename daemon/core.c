@@ -187,8 +187,8 @@ static void changed(const Core *c, const Before *b, bool requests, ChangeSet *ch
 
 /* Whether the runtime record follows r: every request that is not
  * persistent, when a record is kept (no formatting work otherwise). */
-static bool recorded(const Core *c, bool persistent) {
-        return c->record.dir && !persistent;
+static bool recorded(const Core *c, const Request *r) {
+        return c->record.dir && !r->persistent && !r->rule;
 }
 
 /* The runtime record follows every request that is not persistent: lines
@@ -226,7 +226,7 @@ int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes) {
                 store_remove(&c->store, r);
                 return undo(c, &b, k, changes);
         }
-        if (recorded(c, r->persistent)) {
+        if (recorded(c, r)) {
                 TextBuffer lines = {};
                 runtime_format_add(&lines, r);
                 record(c, &lines, 1, 1);
@@ -256,7 +256,7 @@ int core_update(Core *c, Request *r, int32_t value, uid_t by_uid, ChangeSet *cha
                 (void) store_update(&c->store, r, old); /* room was reserved for old: cannot fail */
                 return undo(c, &b, k, changes);
         }
-        if (recorded(c, r->persistent)) {
+        if (recorded(c, r)) {
                 TextBuffer lines = {};
                 runtime_format_value(&lines, r->cookie, value);
                 record(c, &lines, 1, 0);
@@ -267,9 +267,13 @@ int core_update(Core *c, Request *r, int32_t value, uid_t by_uid, ChangeSet *cha
 }
 
 int core_cancel(Core *c, Request *r, uid_t by_uid, ChangeSet *changes) {
+        return core_end(c, r, AUDIT_END_CANCELLED, by_uid, changes);
+}
+
+int core_end(Core *c, Request *r, AuditEnd how, uid_t by_uid, ChangeSet *changes) {
         Before b = before(c);
         int32_t old = r->value;
-        bool persistent = r->persistent;
+        bool persistent = r->persistent, was_recorded = recorded(c, r);
         uint32_t cookie = r->cookie;
 
         /* Out of the heaps first, so that a failed write can put it back as it was. */
@@ -280,12 +284,12 @@ int core_cancel(Core *c, Request *r, uid_t by_uid, ChangeSet *changes) {
                 (void) store_update(&c->store, r, old);
                 return undo(c, &b, k, changes);
         }
-        audit_request_ended(r, old, AUDIT_END_CANCELLED, by_uid);
+        audit_request_ended(r, old, how, by_uid);
         store_remove(&c->store, r);
         if (persistent) {
                 c->state_dirty = true;
                 (void) core_save(c);
-        } else if (recorded(c, persistent)) {
+        } else if (was_recorded) {
                 TextBuffer lines = {};
                 runtime_format_remove(&lines, cookie);
                 record(c, &lines, 1, -1);
@@ -356,7 +360,7 @@ int core_drop_owner(Core *c, RequestOwner *owner, ChangeSet *changes) {
         for (Request *r = owner->head; r; r = r->owner_next) {
                 if (request_dies_with_owner(r))
                         audit_request_ended(r, r->value, AUDIT_END_OWNER_LEFT, r->uid);
-                if (!recorded(c, r->persistent))
+                if (!recorded(c, r))
                         continue;
                 if (request_dies_with_owner(r)) {
                         runtime_format_remove(&lines, r->cookie);
@@ -383,7 +387,7 @@ int core_expire(Core *c, int64_t now, ChangeSet *changes) {
                 audit_request_ended(r, r->value, AUDIT_END_EXPIRED, r->uid);
                 if (r->persistent)
                         c->state_dirty = true;
-                else if (recorded(c, false)) {
+                else if (recorded(c, r)) {
                         runtime_format_remove(&lines, r->cookie);
                         n_lines++;
                 }

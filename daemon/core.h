@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "audit.h"
 #include "cpu-sink.h"
 #include "runtime-record.h"
 #include "sink.h"
@@ -100,6 +101,8 @@ int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes);
 int core_update(Core *c, Request *r, int32_t value, uid_t by_uid, ChangeSet *changes);
 /* Ends and frees r. */
 int core_cancel(Core *c, Request *r, uid_t by_uid, ChangeSet *changes);
+/* The same, saying why in the audit trail (a unit rule's request ending). */
+int core_end(Core *c, Request *r, AuditEnd how, uid_t by_uid, ChangeSet *changes);
 int core_set_floor(Core *c, int32_t admin_floor, uid_t by_uid, ChangeSet *changes);
 int core_set_default_floor(Core *c, int32_t default_floor, ChangeSet *changes);
 /* The machine went on battery or off it (UPower), or the configured battery floor changed. */

@@ -43,15 +43,15 @@ int cpuidle_parse_u64(const char *text, uint64_t *ret) {
 }
 
 static int read_u64(int dir, const char *name, uint64_t *ret) {
-        char buf[32];
+        char buf[32] = "";
         int r = read_file(dir, name, buf, sizeof(buf));
         return r < 0 ? r : cpuidle_parse_u64(buf, ret);
 }
 
 /* 1: read; 0: no such state (the list ends); -ENOMEM. */
 static int read_state(int dir, CpuIdleState *st) {
-        char name[256];
-        uint64_t latency, disable = 0;
+        char name[256] = "";
+        uint64_t latency = 0, disable = 0;
         int n = read_file(dir, "name", name, sizeof(name));
         if (n < 0 || read_u64(dir, "latency", &latency) < 0 || latency > UINT32_MAX)
                 return 0;

@@ -160,6 +160,36 @@ static int append_cpus(sd_bus_message *reply, const Core *c, int32_t kernel) {
         return r < 0 ? r : close_entry(reply);
 }
 
+static int append_rules(sd_bus_message *reply, const Manager *m) {
+        int r = open_entry(reply, "rules", "aa{sv}");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "a{sv}");
+        for (size_t i = 0; r >= 0 && i < m->n_rule_watches; i++) {
+                const Rule *rule;
+                const char *state;
+                bool holds;
+                manager_rule(m, i, &rule, &state, &holds);
+                r = sd_bus_message_open_container(reply, 'a', "{sv}");
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}{sv}", "file", "s", rule->file, "unit", "s",
+                                                  rule->unit, "latency", "i", rule->latency, "state", "s", state,
+                                                  "holds", "b", (int) holds);
+                if (r >= 0)
+                        r = open_entry(reply, "cpus", "au");
+                if (r >= 0)
+                        r = sd_bus_message_append_array(reply, 'u', rule->cpus, rule->n_cpus * sizeof(uint32_t));
+                if (r >= 0)
+                        r = close_entry(reply);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = close_entry(reply);
+        return r < 0 ? r : append_b(reply, "rules_followed", m->systemd_owner != NULL);
+}
+
 static int append_explanation(Manager *m, sd_bus_message *reply, const HolderScan *scan) {
         Core *c = &m->core;
         int32_t kernel;
@@ -193,6 +223,8 @@ static int append_explanation(Manager *m, sd_bus_message *reply, const HolderSca
                 r = append_cpus(reply, c, kernel);
         if (r >= 0)
                 r = append_b(reply, "kernel_ignores_writes", kernel_ignores_writes(&c->sink, kernel));
+        if (r >= 0)
+                r = append_rules(reply, m);
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         return r;

@@ -38,6 +38,8 @@ typedef struct Options {
         bool upower_name;
         const char *user;
         bool verbose;
+        const char *rules_dirs[2]; /* unit rules: the first directory's files win by name */
+        size_t n_rules_dirs;
 } Options;
 
 static void help(void) {
@@ -58,6 +60,7 @@ static void help(void) {
                "                    live requests one user may hold (default %u; root is exempt)\n"
                "  --user NAME       after opening the device and CPU files, run as NAME with\n"
                "                    no capabilities\n"
+               "  --rules-dir DIR   read unit rules from DIR only (default %s, then %s)\n"
                "  --upower-name     also own org.freedesktop.UPower, when it is free, for\n"
                "                    clients that hard-code UPower's name\n"
                "  --verbose         log every request\n"
@@ -65,7 +68,7 @@ static void help(void) {
                "  --help            print this help and exit\n",
                PMQOS_BUS_NAME, DEFAULT_DEVICE, PMQOS_DEFAULT_CONFIG, DEFAULT_STATE_DIR, DEFAULT_RUNTIME_DIR,
                DEFAULT_SYSFS_ROOT, LIMITS_DEFAULT.max_timeout_sec, LIMITS_DEFAULT.max_per_connection,
-               LIMITS_DEFAULT.max_per_uid);
+               LIMITS_DEFAULT.max_per_uid, PMQOS_RULES_DIR_ETC, PMQOS_RULES_DIR_LIB);
 }
 
 #define LIMIT_MAX 100000000u
@@ -97,6 +100,8 @@ static void options_default(Options *o) {
                         .limits = LIMITS_DEFAULT,
                 },
                 .config_path = PMQOS_DEFAULT_CONFIG,
+                .rules_dirs = { PMQOS_RULES_DIR_ETC, PMQOS_RULES_DIR_LIB },
+                .n_rules_dirs = 2,
         };
 }
 
@@ -126,6 +131,7 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 ARG_MAX_PER_CONNECTION,
                 ARG_MAX_PER_UID,
                 ARG_VERBOSE,
+                ARG_RULES_DIR,
                 ARG_VERSION,
                 ARG_HELP
         };
@@ -141,6 +147,7 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 { "max-requests-per-connection", required_argument, NULL, ARG_MAX_PER_CONNECTION },
                 { "max-requests-per-uid", required_argument, NULL, ARG_MAX_PER_UID },
                 { "verbose", no_argument, NULL, ARG_VERBOSE },
+                { "rules-dir", required_argument, NULL, ARG_RULES_DIR },
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "help", no_argument, NULL, ARG_HELP },
                 {},
@@ -188,6 +195,10 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                         break;
                 case ARG_VERBOSE:
                         o->verbose = true;
+                        break;
+                case ARG_RULES_DIR:
+                        o->rules_dirs[0] = optarg;
+                        o->n_rules_dirs = 1;
                         break;
                 case ARG_VERSION:
                         printf("pmqosd %s\n", PMQOS_VERSION);
@@ -266,6 +277,14 @@ typedef struct ReloadContext {
         Manager *manager;
 } ReloadContext;
 
+static int load_rules(const Options *o, RuleSet *ret) {
+        char err[512];
+        int r = rules_load(o->rules_dirs, o->n_rules_dirs, ret, err, sizeof(err));
+        if (r < 0)
+                log_error("Bad unit rule: %s", err);
+        return r;
+}
+
 static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         ReloadContext *ctx = userdata;
         Options *o = ctx->options;
@@ -292,6 +311,14 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
                          o->config_path, l->max_per_connection, l->max_per_uid, l->max_timeout_sec,
                          l->max_unprivileged_timeout_sec, l->max_pending_per_connection, l->max_pending_per_uid,
                          l->max_pending, l->max_polkit_in_flight, l->max_clients, (int) o->config.core.default_floor);
+        }
+        /* The rules, all or nothing, like the configuration. */
+        RuleSet rules = {};
+        if (load_rules(o, &rules) < 0)
+                log_error("Keeping the previous unit rules.");
+        else {
+                (void) manager_set_rules(ctx->manager, &rules);
+                log_info("Reloaded %zu unit rule(s).", ctx->manager->n_rule_watches);
         }
         (void) sd_notify(false, "READY=1");
         return 0;
@@ -403,6 +430,7 @@ static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **r
                         log_info("Also serving %s for UPower-era clients.", PMQOS_UPOWER_BUS_NAME);
         }
         (void) manager_watch_battery(m); /* logs; without it the battery floor just never applies */
+        (void) manager_watch_rules(m);   /* logs; without systemd the unit rules are inactive */
         *ret = TAKE_PTR(bus);
         return 0;
 }
@@ -513,6 +541,9 @@ static int run(int argc, char *argv[]) {
                 return 1;
         if (config_state_dir)
                 o.config.core.state_dir = config_state_dir;
+        _cleanup_(rule_set_done) RuleSet rules = {};
+        if (load_rules(&o, &rules) < 0)
+                return 1;
 
         /* The user to become is looked up while the user database is still readable. */
         struct passwd user = {};
@@ -554,6 +585,8 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return 1; /* manager_new said why */
         store_device_fd(m, &o.config.core);
+        if (manager_set_rules(m, &rules) < 0)
+                return 1;
 
         /* Then, optionally, nothing of root at all; the bus sees who we really are. */
         if (o.user && drop_privileges(&user, o.config.core.state_dir, &m->core.record) < 0)

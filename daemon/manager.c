@@ -181,6 +181,7 @@ Manager *manager_free(Manager *m) {
         if (m->auth)
                 calls_done(&m->calls);
         explainer_done(&m->explainer);
+        manager_rules_done(m); /* the rules' requests go with the core */
         core_done(&m->core);
         clients_done(&m->clients);
         auth_free(m->auth);

@@ -16,6 +16,7 @@
 #include "contract.h"
 #include "core.h"
 #include "explain.h"
+#include "rules.h"
 
 typedef struct ManagerConfig {
         CoreConfig core;
@@ -23,6 +24,8 @@ typedef struct ManagerConfig {
         uid_t helper_uid; /* what the holder scan helper becomes; (uid_t) -1: stays who pmqosd is */
         gid_t helper_gid;
 } ManagerConfig;
+
+typedef struct RuleWatch RuleWatch;
 
 typedef struct Manager {
         sd_event *event;
@@ -36,7 +39,11 @@ typedef struct Manager {
         sd_event_source *expiry_source; /* armed for the earliest deadline only */
         sd_bus_slot *battery_slots[3];  /* UPower's PropertiesChanged, its owner, a Get in flight */
         char *upower_owner;             /* the unique name that answered for UPower, whose signals count */
-        bool notify;                    /* run by a service manager that wants STATUS= */
+        RuleWatch **rule_watches;       /* one per unit rule (unit-rules.c) */
+        size_t n_rule_watches;
+        sd_bus_slot *systemd_slots[3]; /* systemd's owner, UnitNew, a Subscribe in flight */
+        char *systemd_owner;           /* the unique name that answered for systemd, whose signals count */
+        bool notify;                   /* run by a service manager that wants STATUS= */
 } Manager;
 
 /* Opens the device and the per-CPU files and loads the state and the
@@ -73,5 +80,19 @@ void manager_set_limits(Manager *m, const Limits *limits, int32_t default_floor,
 /* Follows UPower's OnBattery (battery.c): its PropertiesChanged and its name
  * owner, event-driven; not when pmqosd serves org.freedesktop.UPower itself. */
 int manager_watch_battery(Manager *m);
+
+/* Unit rules (unit-rules.c): the rules to follow, taken from *rules (left
+ * empty); unchanged rules keep their request, others end or begin. */
+int manager_set_rules(Manager *m, RuleSet *rules);
+/* Follows systemd on the bus (after manager_attach_bus()). */
+int manager_watch_rules(Manager *m);
+void manager_rules_done(Manager *m);
+/* For Explain(): how many rules hold a bound now, each rule with its unit's
+ * ActiveState ("" unknown) and whether it holds, and the rule a request
+ * comes from (NULL if none). */
+size_t manager_rules_active(const Manager *m);
+const RuleWatch *manager_rule(const Manager *m, size_t i, const Rule **ret_rule, const char **ret_state,
+                              bool *ret_holds);
+const Rule *manager_rule_of(const Manager *m, const Request *req);
 
 int64_t now_realtime_usec(void);

@@ -76,7 +76,7 @@ static int rewrite(RuntimeRecord *rec, const Store *s) {
 
         runtime_format_header(&b, rec->bus_id);
         STORE_FOREACH(r, s)
-        if (!r->persistent) {
+        if (!r->persistent && !r->rule) {
                 runtime_format_add(&b, r);
                 n++;
         }

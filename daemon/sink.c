@@ -88,7 +88,7 @@ int sink_apply(Sink *s, int32_t usec) {
 
         s->written = v;
         s->n_writes++;
-        int32_t k;
+        int32_t k = 0;
         if (v < PMQOS_LATENCY_MAX_US && !s->ignores_writes && sink_read(s, &k) == 0 && k > v) {
                 s->ignores_writes = true;
                 audit_kernel_ignores_writes(s->path, k, v);

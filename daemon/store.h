@@ -62,6 +62,7 @@ struct Request {
         int64_t created_usec; /* CLOCK_REALTIME */
         int64_t expires_usec; /* CLOCK_REALTIME deadline, 0 = never */
         bool persistent;
+        bool rule;      /* held by pmqosd for a unit rule (exec "rule FILE"): never recorded, never a client's */
         bool inactive;  /* listed, but in no heap: a CPU it names is gone (see manager_load_state()) */
         uint32_t *cpus; /* sorted, unique; NULL/0: the global device */
         size_t n_cpus;

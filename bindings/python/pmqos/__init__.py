@@ -100,12 +100,19 @@ class _HolderInfo(ctypes.Structure):
     _fields_ = [("pid", ctypes.c_uint32), ("uid", ctypes.c_uint32), ("exec", ctypes.c_char_p)]
 
 
+class _RuleInfo(ctypes.Structure):
+    _fields_ = [("file", ctypes.c_char_p), ("unit", ctypes.c_char_p), ("latency", ctypes.c_int32),
+                ("cpus", ctypes.POINTER(ctypes.c_uint32)), ("n_cpus", ctypes.c_size_t), ("state", ctypes.c_char_p),
+                ("holds", ctypes.c_bool)]
+
+
 class _Explanation(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_int32), ("kernel", ctypes.c_int32), ("floor", ctypes.c_int32),
                 ("bound_by", ctypes.c_char_p), ("binding", ctypes.POINTER(_RequestInfo)),
                 ("holders", ctypes.POINTER(_HolderInfo)), ("n_holders", ctypes.c_size_t),
                 ("holders_complete", ctypes.c_bool), ("cpus", ctypes.POINTER(_CpuInfo)), ("n_cpus", ctypes.c_size_t),
-                ("kernel_ignores_writes", ctypes.c_bool)]
+                ("kernel_ignores_writes", ctypes.c_bool), ("rules", ctypes.POINTER(_RuleInfo)),
+                ("n_rules", ctypes.c_size_t), ("rules_followed", ctypes.c_bool)]
 
 
 def _text(b):
@@ -129,6 +136,11 @@ def _explanation_dict(e):
         binding = _struct_dict(b)
         binding["cpus"] = [b.cpus[i] for i in range(b.n_cpus)]
         binding["type"] = "cpu_dma"
+    rules = []
+    for i in range(e.n_rules):
+        entry = _struct_dict(e.rules[i])
+        entry["cpus"] = [e.rules[i].cpus[k] for k in range(e.rules[i].n_cpus)]
+        rules.append(entry)
     cpus = []
     for i in range(e.n_cpus):
         c = e.cpus[i]
@@ -138,7 +150,7 @@ def _explanation_dict(e):
     return {"effective": e.effective, "kernel": e.kernel, "floor": e.floor, "bound_by": _text(e.bound_by),
             "binding": binding, "external_holders": [_struct_dict(e.holders[i]) for i in range(e.n_holders)],
             "external_holders_complete": e.holders_complete, "cpus": cpus,
-            "kernel_ignores_writes": e.kernel_ignores_writes}
+            "kernel_ignores_writes": e.kernel_ignores_writes, "rules": rules, "rules_followed": e.rules_followed}
 
 
 def _load():
