@@ -650,5 +650,65 @@ class TestExplainAndAudit(SystemTestCase):
         self.busctl(QOS, "SetMinimumLatency", "si", "cpu_dma", "-1")
 
 
+class TestUnitRules(SystemTestCase):
+    """A unit rule under the real systemd: a real unit started and stopped
+    moves the kernel's bound; clients cannot end the rule's request; a bad
+    rule is refused with file:line, at reload (the old rules stay) and at
+    start."""
+
+    RULE = "[Rule]\nUnit=pmqos-rule-test.service\nLatency=33\nReason=container test\n"
+    UNIT = "[Service]\nExecStart=/bin/sleep infinity\n"
+
+    def setUp(self):
+        super().setUp()
+        self.c.sh("mkdir -p /etc/pmqos/rules.d && printf '%s' > /etc/pmqos/rules.d/test.conf && "
+                  "printf '%s' > /run/systemd/system/pmqos-rule-test.service && systemctl daemon-reload"
+                  % (self.RULE, self.UNIT), check=True)
+
+    def tearDown(self):
+        self.c.sh("systemctl stop pmqos-rule-test; rm -rf /etc/pmqos/rules.d "
+                  "/run/systemd/system/pmqos-rule-test.service; systemctl daemon-reload")
+        super().tearDown()
+
+    def rule_cookie(self):
+        out = self.busctl(NATIVE, "ListRequests").stdout
+        m = re.search(r'"cookie" u (\d+) [^}]*"exec" s "rule /etc/pmqos/rules.d/test.conf"', out)
+        return m and m.group(1)
+
+    def test_unit_started_and_stopped(self):
+        self.start()
+        self.assertIsNone(self.rule_cookie())
+        self.assertEqual(kernel(), self.baseline)
+        self.c.sh("systemctl start pmqos-rule-test", check=True)
+        wait_for(lambda: kernel() <= 33, what="the rule's bound")
+        cookie = self.rule_cookie()
+        self.assertIsNotNone(cookie, self.journal())
+        r = self.c.sh("pmqosctl cancel %s" % cookie)  # busctl shows any AccessDenied as "Access denied"
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("held for the unit rule in /etc/pmqos/rules.d/test.conf", r.stderr)
+        self.assertLessEqual(kernel(), 33)
+        out = self.c.sh("pmqosctl status", check=True).stdout
+        self.assertIn("/etc/pmqos/rules.d/test.conf: 33 µs while pmqos-rule-test.service is active (active), "
+                      "holding", out)
+        self.c.sh("systemctl stop pmqos-rule-test", check=True)
+        wait_for(lambda: kernel() == self.baseline, what="the bound to go with the unit")
+        self.assertIsNone(self.rule_cookie())
+        self.c.sh("systemctl start pmqos-rule-test", check=True)  # and back, without a restart of pmqosd
+        wait_for(lambda: kernel() <= 33, what="the rule's bound again")
+
+    def test_bad_rule_refused_with_file_and_line(self):
+        self.start()
+        self.c.sh("printf '[Rule]\\nUnit=x.service\\nLatency=soon\\n' > /etc/pmqos/rules.d/bad.conf && "
+                  "systemctl reload pmqosd", check=True)
+        wait_for(lambda: "bad.conf:3: Latency: expected microseconds" in self.journal(), what="the refusal")
+        self.assertIn("Keeping the previous unit rules.", self.journal())
+        self.c.sh("systemctl start pmqos-rule-test", check=True)
+        wait_for(lambda: kernel() <= 33, what="the old rule, still in force")
+        self.c.sh("systemctl stop pmqos-rule-test", check=True)
+        r = self.c.sh("systemctl restart pmqosd")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("/etc/pmqos/rules.d/bad.conf:3: Latency", self.journal())
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
