@@ -266,7 +266,9 @@ static const char *const explanation_keys[] = { "effective",
                                                 "external_holders",
                                                 "cpus",
                                                 "kernel_ignores_writes",
-                                                "external_holders_complete" };
+                                                "external_holders_complete",
+                                                "rules",
+                                                "rules_followed" };
 
 static int binding_field(sd_bus_message *m, pmqos_explanation *e) {
         bool empty = false;

@@ -114,7 +114,10 @@ int manager_start(Manager *m, ChangeSet *ret_changes) {
         }
         hashmap_clear(&by_sender);
 
-        /* 3. One transaction: adopted, detached or dropped; the kernel once. */
+        /* 3. The unit rules whose units run, in the same first write. */
+        manager_rules_prime(m);
+
+        /* 4. One transaction: adopted, detached or dropped; the kernel once. */
         r = core_start(&m->core, bus_id[0] ? bus_id : NULL, owners, now_realtime_usec(), ret_changes);
         for (size_t i = 0; i < n_adoptions; i++) {
                 client_unwait(adoptions[i].client, &adoptions[i].waiter);

@@ -467,6 +467,16 @@ int core_load(Core *c, int64_t now) {
         return runtime_record_load(&c->record, &c->adoptable);
 }
 
+int core_add_loaded(Core *c, Request *r) {
+        int k = store_add(&c->store, r, NULL);
+        if (k < 0) {
+                request_free(r);
+                return k;
+        }
+        audit_request_added(r);
+        return 0;
+}
+
 int core_start(Core *c, const char *bus_id, RequestOwner *const *owners, int64_t now, ChangeSet *changes) {
         RuntimeData *d = &c->adoptable;
         int32_t previous_min = store_min(&c->store);

@@ -80,6 +80,9 @@ int core_load(Core *c, int64_t now);
  * (nothing to adopt). *changes says what differs from what the previous
  * run had. */
 int core_start(Core *c, const char *bus_id, RequestOwner *const *owners, int64_t now, ChangeSet *changes);
+/* Before core_start(): takes r (no owner) into the store without a write;
+ * core_start()'s one commit includes it. On failure r is freed. */
+int core_add_loaded(Core *c, Request *r);
 
 /* The floor in force: the administrator's, else the configured default;
  * on battery, the battery floor too where it is higher. */

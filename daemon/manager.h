@@ -86,6 +86,10 @@ int manager_watch_battery(Manager *m);
 int manager_set_rules(Manager *m, RuleSet *rules);
 /* Follows systemd on the bus (after manager_attach_bus()). */
 int manager_watch_rules(Manager *m);
+/* Before the kernel is first written (manager_start()): asks systemd at
+ * once which rules' units run, so that their bounds are in that first
+ * write. */
+void manager_rules_prime(Manager *m);
 void manager_rules_done(Manager *m);
 /* For Explain(): how many rules hold a bound now, each rule with its unit's
  * ActiveState ("" unknown) and whether it holds, and the rule a request

@@ -38,21 +38,22 @@ static bool from_systemd(const Manager *m, sd_bus_message *message) {
 
 /* ---- the rule's request ---- */
 
-static void hold(RuleWatch *w) {
+/* The rule's request, not yet in the store; NULL if its CPUs are not all
+ * there (said so) or out of memory. */
+static Request *rule_request(RuleWatch *w) {
         Manager *m = w->manager;
         const Rule *rule = &w->rule;
-        ChangeSet changes;
         char exec[PMQOS_EXEC_MAX];
 
         for (size_t i = 0; i < rule->n_cpus; i++)
                 if (cpu_sink_check_cpu(&m->core.cpus, rule->cpus[i]) < 0) {
                         log_warning("%s names CPU %u, which is offline or absent: its rule holds nothing.", rule->file,
                                     (unsigned) rule->cpus[i]);
-                        return;
+                        return NULL;
                 }
         Request *req = request_new(&m->core.store);
         if (!req)
-                return;
+                return NULL;
         snprintf(exec, sizeof(exec), "rule %s", rule->file);
         req->value = rule->latency;
         req->type = QOS_TYPE_CPU_DMA;
@@ -60,10 +61,22 @@ static void hold(RuleWatch *w) {
         req->created_usec = now_realtime_usec();
         req->exec = shared_string_new(exec);
         if (!req->exec || (rule->reason && !(req->reason = strdup(rule->reason))) ||
-            request_set_cpus(req, rule->cpus, rule->n_cpus) < 0) {
-                request_free(req);
+            request_set_cpus(req, rule->cpus, rule->n_cpus) < 0)
+                return request_free(req);
+        return req;
+}
+
+static bool active_state(const char *state) {
+        return strcmp(state, "active") == 0 || strcmp(state, "reloading") == 0 || strcmp(state, "activating") == 0;
+}
+
+static void hold(RuleWatch *w) {
+        Manager *m = w->manager;
+        ChangeSet changes;
+        Request *req = rule_request(w);
+        if (!req)
                 return;
-        }
+        const Rule *rule = &w->rule;
         int r = core_add(&m->core, req, NULL, &changes);
         if (r < 0) {
                 log_error("Cannot hold the bound of %s: %s", rule->file, strerror(-r));
@@ -298,6 +311,41 @@ int manager_watch_rules(Manager *m) {
         }
         subscribe(m);
         return 0;
+}
+
+/* At start, before the kernel is first written: the rules whose units run
+ * hold their requests from the first write on, so a restart of pmqosd
+ * loses no rule's bound for a moment. Blocking calls, bounded (128 rules at
+ * most, 1 s each); nothing is served yet. Without systemd, nothing. */
+void manager_rules_prime(Manager *m) {
+        for (size_t i = 0; i < m->n_rule_watches; i++) {
+                RuleWatch *w = m->rule_watches[i];
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = NULL, *reply = NULL, *state = NULL;
+                const char *path, *text;
+                int r = sd_bus_message_new_method_call(m->bus, &call, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER,
+                                                       "LoadUnit");
+                if (r >= 0)
+                        r = sd_bus_message_append(call, "s", w->rule.unit);
+                if (r >= 0)
+                        r = sd_bus_message_set_auto_start(call, false);
+                if (r >= 0)
+                        r = sd_bus_call(m->bus, call, 1000000, NULL, &reply);
+                if (r >= 0)
+                        r = sd_bus_message_read(reply, "o", &path);
+                if (r >= 0)
+                        r = sd_bus_get_property(m->bus, SYSTEMD_NAME, path, SYSTEMD_UNIT, "ActiveState", NULL, &state,
+                                                "s");
+                if (r >= 0)
+                        r = sd_bus_message_read(state, "s", &text);
+                if (r < 0)
+                        return; /* no systemd (or a slow one): the rules follow once it answers */
+                snprintf(w->state, sizeof(w->state), "%s", text);
+                if (!active_state(text) || w->req)
+                        continue;
+                Request *req = rule_request(w);
+                if (req && core_add_loaded(&m->core, req) >= 0)
+                        w->req = req;
+        }
 }
 
 /* ---- the set of rules ---- */

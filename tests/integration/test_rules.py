@@ -6,10 +6,12 @@ the real one): every state, systemd arriving and leaving, invalidated
 properties, UnitNew, forged signals, clients refused, a bad rule refused
 with file:line, SIGHUP all or nothing. The kernel is read back."""
 
+import json
 import os
 import signal
 import subprocess
 
+from test_pmqosctl import PMQOSCTL
 from harness import (
     NATIVE_IFACE,
     NOBODY,
@@ -84,6 +86,10 @@ class RulesTestCase(BrokerTestCase):
     def explain(self):
         return self.c.call("Explain", None, iface=NATIVE_IFACE)[0]
 
+    def status(self, *args):
+        return subprocess.run([PMQOSCTL, "status", *args], env=self.bus.env, stdout=subprocess.PIPE, text=True,
+                              check=True).stdout
+
     def held(self, n=1):
         return self.assert_eventually(lambda: len(self.rule_requests()) == n and self.rule_requests(),
                                       what="%d rule request(s)" % n)
@@ -121,6 +127,11 @@ class TestUnitStates(RulesTestCase):
                                        "state": "active", "holds": True, "cpus": []}])
         if e["kernel"] == 40:
             self.assertEqual(e["binding"]["exec"], "rule %s/db.conf" % self.rules_dir)
+        out = self.status()
+        self.assertIn("Rules:    1, 1 holding\n  %s/db.conf: 40 µs while db.service is active (active), holding\n"
+                      % self.rules_dir, out)
+        as_json = json.loads(self.status("--json"))
+        self.assertEqual((as_json["rules"], as_json["rules_followed"]), (e["rules"], True))
 
     def test_clients_cannot_end_it(self):
         self.systemd.say("state db.service active")
@@ -163,6 +174,7 @@ class TestSystemdComingAndGoing(RulesTestCase):
         self.assertFalse(e["rules_followed"])
         self.assertEqual([(r["unit"], r["holds"], r["state"]) for r in e["rules"]], [("db.service", False, "")])
         self.assertEqual(self.rule_requests(), [])
+        self.assertIn("Rules:    1, inactive: systemd is not on the bus", self.status())
         self.start_systemd((("db.service", "active"),))
         self.held()  # pmqosd saw it arrive and asked
         self.assertTrue(self.explain()["rules_followed"])
