@@ -22,14 +22,15 @@
 struct RuleWatch {
         Manager *manager;
         Rule rule;
-        char *path;         /* the unit's object path, from LoadUnit or UnitNew */
-        sd_bus_slot *match; /* its PropertiesChanged */
-        sd_bus_slot *call;  /* LoadUnit or Get in flight */
-        Request *req;       /* held while the unit is active */
-        char state[32];     /* ActiveState as last seen; "" unknown */
+        char *path;            /* the unit's object path, from LoadUnit or UnitNew */
+        sd_bus_slot *match;    /* its PropertiesChanged */
+        sd_bus_slot *unit_new; /* UnitNew of this unit only (arg0): no wake-up for other units */
+        sd_bus_slot *call;     /* LoadUnit or Get in flight */
+        Request *req;          /* held while the unit is active */
+        char state[32];        /* ActiveState as last seen; "" unknown */
 };
 
-enum { SLOT_OWNER, SLOT_UNIT_NEW, SLOT_SUBSCRIBE };
+enum { SLOT_OWNER, SLOT_SUBSCRIBE, _SLOT_MAX };
 
 static bool from_systemd(const Manager *m, sd_bus_message *message) {
         const char *sender = sd_bus_message_get_sender(message);
@@ -215,8 +216,21 @@ static int on_load_unit(sd_bus_message *reply, void *userdata, sd_bus_error *err
         return 0;
 }
 
+static int on_unit_new(sd_bus_message *message, void *userdata, sd_bus_error *error);
+
 static void load(RuleWatch *w) {
         Manager *m = w->manager;
+        char match[512];
+        if (!w->unit_new) {
+                /* Unit names have no quote: the name goes into the match as it is. */
+                snprintf(match, sizeof(match),
+                         "type='signal',sender='" SYSTEMD_NAME "',path='" SYSTEMD_PATH "',interface='" SYSTEMD_MANAGER
+                         "',member='UnitNew',arg0='%s'",
+                         w->rule.unit);
+                int k = sd_bus_add_match_async(m->bus, &w->unit_new, match, on_unit_new, NULL, w);
+                if (k < 0)
+                        log_warning("Cannot follow %s being loaded: %s", w->rule.unit, strerror(-k));
+        }
         w->call = sd_bus_slot_unref(w->call);
         int r = sd_bus_call_method_async(m->bus, &w->call, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER, "LoadUnit",
                                          on_load_unit, w, "s", w->rule.unit);
@@ -228,6 +242,7 @@ static void load(RuleWatch *w) {
 static void unfollow(RuleWatch *w, AuditEnd how) {
         w->call = sd_bus_slot_unref(w->call);
         w->match = sd_bus_slot_unref(w->match);
+        w->unit_new = sd_bus_slot_unref(w->unit_new);
         w->path = mfree(w->path);
         w->state[0] = 0;
         release(w, how);
@@ -277,7 +292,7 @@ static int on_systemd_owner(sd_bus_message *message, void *userdata, sd_bus_erro
         m->systemd_owner = mfree(m->systemd_owner);
         for (size_t i = 0; i < m->n_rule_watches; i++)
                 unfollow(m->rule_watches[i], AUDIT_END_RULE_GONE);
-        if (new_owner[0])
+        if (new_owner[0] && m->n_rule_watches > 0)
                 subscribe(m); /* systemd is back (a re-exec): start over */
         else if (m->n_rule_watches > 0)
                 log_warning("systemd left the bus: unit rules are inactive until it is back.");
@@ -285,31 +300,30 @@ static int on_systemd_owner(sd_bus_message *message, void *userdata, sd_bus_erro
 }
 
 static int on_unit_new(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
+        RuleWatch *w = userdata;
         const char *id, *path;
 
         (void) error;
-        if (!from_systemd(m, message) || !sd_bus_message_has_signature(message, "so") ||
-            sd_bus_message_read(message, "so", &id, &path) < 0)
+        if (!from_systemd(w->manager, message) || !sd_bus_message_has_signature(message, "so") ||
+            sd_bus_message_read(message, "so", &id, &path) < 0 || strcmp(id, w->rule.unit) != 0)
                 return 0;
-        for (size_t i = 0; i < m->n_rule_watches; i++)
-                if (strcmp(m->rule_watches[i]->rule.unit, id) == 0)
-                        follow(m->rule_watches[i], path); /* loaded again: what is its state now? */
+        follow(w, path); /* loaded again: what is its state now? */
         return 0;
 }
 
 int manager_watch_rules(Manager *m) {
-        int r = sd_bus_match_signal_async(m->bus, &m->systemd_slots[SLOT_OWNER], "org.freedesktop.DBus",
-                                          "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
-                                          on_systemd_owner, NULL, m);
-        if (r >= 0)
-                r = sd_bus_match_signal_async(m->bus, &m->systemd_slots[SLOT_UNIT_NEW], SYSTEMD_NAME, SYSTEMD_PATH,
-                                              SYSTEMD_MANAGER, "UnitNew", on_unit_new, NULL, m);
+        int r = sd_bus_add_match_async(m->bus, &m->systemd_slots[SLOT_OWNER],
+                                       "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+                                       "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='" SYSTEMD_NAME
+                                       "'",
+                                       on_systemd_owner, NULL, m);
         if (r < 0) {
                 log_warning("Cannot follow systemd: %s; unit rules are inactive.", strerror(-r));
                 return r;
         }
-        subscribe(m);
+        /* No rule, no subscription: systemd sends us nothing then. */
+        if (m->n_rule_watches > 0)
+                subscribe(m);
         return 0;
 }
 
@@ -398,6 +412,9 @@ int manager_set_rules(Manager *m, RuleSet *rules) {
                 log_error("Out of memory: %zu unit rule(s) are not followed.", n_rules - n);
         m->rule_watches = next;
         m->n_rule_watches = n;
+        /* The first rules: systemd is to be asked now. */
+        if (m->bus && n > 0 && !m->systemd_owner && !m->systemd_slots[SLOT_SUBSCRIBE])
+                subscribe(m);
         return 0;
 }
 
@@ -406,6 +423,7 @@ void manager_rules_done(Manager *m) {
                 RuleWatch *w = m->rule_watches[i];
                 w->call = sd_bus_slot_unref(w->call);
                 w->match = sd_bus_slot_unref(w->match);
+                w->unit_new = sd_bus_slot_unref(w->unit_new);
                 free(w->path);
                 rule_done(&w->rule);
                 free(w); /* its request goes with the core */
