@@ -268,7 +268,9 @@ static const char *const explanation_keys[] = { "effective",
                                                 "kernel_ignores_writes",
                                                 "external_holders_complete",
                                                 "rules",
-                                                "rules_followed" };
+                                                "rules_followed",
+                                                "wakeup_effective",
+                                                "wakeup_kernel" };
 
 static int binding_field(sd_bus_message *m, pmqos_explanation *e) {
         bool empty = false;
@@ -314,8 +316,12 @@ static int explanation_field(sd_bus_message *m, unsigned key, void *userdata) {
         case 9:
                 return read_array(m, sizeof(pmqos_rule_info), EXPLAIN_RULES_MAX, rule_item, rule_done,
                                   (void **) &e->rules, &e->n_rules);
-        default:
+        case 10:
                 return read_bool(m, &e->rules_followed);
+        case 11:
+                return sd_bus_message_read(m, "v", "i", &e->wakeup_effective);
+        default:
+                return sd_bus_message_read(m, "v", "i", &e->wakeup_kernel);
         }
 }
 
@@ -352,7 +358,7 @@ _public_ int pmqos_explain(pmqos_client *c, pmqos_explanation **ret) {
         pmqos_explanation *e = calloc(1, sizeof(*e));
         if (!e)
                 return -ENOMEM;
-        e->effective = e->kernel = e->floor = -1;
+        e->effective = e->kernel = e->floor = e->wakeup_effective = e->wakeup_kernel = -1;
         r = read_dict(reply, explanation_keys, sizeof(explanation_keys) / sizeof(explanation_keys[0]),
                       explanation_field, e);
         if (r >= 0 && !e->bound_by && !(e->bound_by = strdup("")))

@@ -16,6 +16,7 @@ _public_ void pmqos_request_info_free(pmqos_request_info *infos, size_t n) {
                 free(infos[i].exec);
                 free(infos[i].reason);
                 free(infos[i].sender);
+                free(infos[i].type);
                 free(infos[i].cpus);
         }
         free(infos);
@@ -63,9 +64,13 @@ int client_read_request_info(sd_bus_message *m, pmqos_request_info *info, bool *
                         int b = 0;
                         r = sd_bus_message_read(m, "v", "b", &b);
                         info->persistent = b;
-                } else if (strcmp(key, "exec") == 0 || strcmp(key, "reason") == 0 || strcmp(key, "sender") == 0) {
+                } else if (strcmp(key, "exec") == 0 || strcmp(key, "reason") == 0 || strcmp(key, "sender") == 0 ||
+                           strcmp(key, "type") == 0) {
                         r = sd_bus_message_read(m, "v", "s", &s);
-                        char **target = key[0] == 'e' ? &info->exec : key[0] == 'r' ? &info->reason : &info->sender;
+                        char **target = key[0] == 'e'   ? &info->exec
+                                        : key[0] == 'r' ? &info->reason
+                                        : key[0] == 't' ? &info->type
+                                                        : &info->sender;
                         if (r >= 0 && !(*target = strdup(s)))
                                 r = -ENOMEM;
                 } else if (strcmp(key, "cpus") == 0) {
@@ -109,7 +114,9 @@ int client_read_request_info(sd_bus_message *m, pmqos_request_info *info, bool *
                 info->reason = strdup("");
         if (!info->sender)
                 info->sender = strdup("");
-        if (!info->exec || !info->reason || !info->sender)
+        if (!info->type)
+                info->type = strdup("cpu_dma");
+        if (!info->exec || !info->reason || !info->sender || !info->type)
                 return -ENOMEM;
         return sd_bus_message_exit_container(m);
 }

@@ -128,6 +128,7 @@ typedef struct pmqos_request_info {
         bool persistent;
         uint32_t *cpus; /* NULL when the request is global */
         size_t n_cpus;
+        char *type; /* "cpu_dma", or "cpu_wakeup" (Linux 6.19's /dev/cpu_wakeup_latency) */
 } pmqos_request_info;
 
 /* All live requests of every client. Free with pmqos_request_info_free().
@@ -176,9 +177,11 @@ typedef struct pmqos_rule_info {
 } pmqos_rule_info;
 
 typedef struct pmqos_explanation {
-        int32_t effective; /* what pmqosd asks of the kernel; -1: nothing */
-        int32_t kernel;    /* what the kernel reports for all holders together */
-        int32_t floor;     /* the floor in force; -1: none */
+        int32_t effective;        /* what pmqosd asks of the kernel; -1: nothing */
+        int32_t kernel;           /* what the kernel reports for all holders together */
+        int32_t floor;            /* the floor in force (for both types); -1: none */
+        int32_t wakeup_effective; /* what pmqosd asks of /dev/cpu_wakeup_latency; -1: nothing or no such device */
+        int32_t wakeup_kernel;    /* what that device reports; -1 without it */
         /* What sets the kernel's value: "request", "floor", "default-floor",
          * "battery-floor", "external" (another holder asks for less) or "none". */
         char *bound_by;

@@ -47,9 +47,10 @@ void json_string(const char *s) {
 }
 
 void json_request(const pmqos_request_info *q) {
-        printf("{\"cookie\": %" PRIu32 ", \"type\": \"cpu_dma\", \"value\": %" PRIi32 ", \"uid\": %" PRIu32
-               ", \"pid\": %" PRIu32 ", \"exec\": ",
-               q->cookie, q->value, q->uid, q->pid);
+        printf("{\"cookie\": %" PRIu32 ", \"type\": ", q->cookie);
+        json_string(q->type);
+        printf(", \"value\": %" PRIi32 ", \"uid\": %" PRIu32 ", \"pid\": %" PRIu32 ", \"exec\": ", q->value, q->uid,
+               q->pid);
         json_string(q->exec);
         printf(", \"reason\": ");
         json_string(q->reason);
@@ -130,7 +131,13 @@ static void print_table(const pmqos_request_info *infos, size_t n) {
                         w_reason = k;
                 free(reason);
         }
+        /* A TYPE column only where there is more than cpu_dma (Linux 6.19's cpu_wakeup). */
+        bool types = false;
+        for (size_t i = 0; i < n; i++)
+                types |= strcmp(infos[i].type, "cpu_dma") != 0;
         printf("%-*s ", w_cookie, "COOKIE");
+        if (types)
+                printf("%-10s ", "TYPE");
         print_padded("VALUE", w_value);
         printf(" %-*s %-*s %-10s %-*s ", w_uid, "UID", w_pid, "PID", "LIFETIME", w_cpus, "CPUS");
         print_padded("REASON", w_reason);
@@ -148,6 +155,11 @@ static void print_table(const pmqos_request_info *infos, size_t n) {
                 cpus_text(q, cpus, sizeof(cpus));
                 char *reason = table_reason(q->reason), *exec = term_text(q->exec);
                 printf("%-*" PRIu32 " ", w_cookie, q->cookie);
+                if (types) {
+                        char *type = term_text(q->type);
+                        printf("%-10s ", type ?: "?");
+                        free(type);
+                }
                 print_padded(value, w_value);
                 printf(" %-*" PRIu32 " %-*" PRIu32 " %-10s %-*s ", w_uid, q->uid, w_pid, q->pid, life, w_cpus, cpus);
                 print_padded(reason ?: "?", w_reason);

@@ -24,8 +24,9 @@ static const char *json_bool(bool b) {
 }
 
 static void print_json(const pmqos_explanation *e) {
-        printf("{\"effective\": %" PRIi32 ", \"kernel\": %" PRIi32 ", \"floor\": %" PRIi32 ", \"bound_by\": ",
-               e->effective, e->kernel, e->floor);
+        printf("{\"effective\": %" PRIi32 ", \"kernel\": %" PRIi32 ", \"floor\": %" PRIi32
+               ", \"wakeup_effective\": %" PRIi32 ", \"wakeup_kernel\": %" PRIi32 ", \"bound_by\": ",
+               e->effective, e->kernel, e->floor, e->wakeup_effective, e->wakeup_kernel);
         json_string(e->bound_by);
         printf(", \"binding\": ");
         if (e->binding)
@@ -268,6 +269,12 @@ static void print_status(const pmqos_explanation *e, uint32_t count, const pmqos
         format_usec(e->floor, floor, sizeof(floor));
         print_bound_by(e);
         printf("Floor:    %s\n", floor);
+        if (e->wakeup_kernel >= 0) { /* the kernel has /dev/cpu_wakeup_latency */
+                char w[32], k[32];
+                format_usec(e->wakeup_effective, w, sizeof(w));
+                format_usec(e->wakeup_kernel, k, sizeof(k));
+                printf("Wakeup:   %s asked (cpu_wakeup), the kernel at %s\n", w, k);
+        }
         printf("Requests: %" PRIu32 "\n", count);
         print_holders(e);
         print_rules(e);

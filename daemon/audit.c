@@ -112,7 +112,8 @@ void audit_request_added(const Request *r) {
                 return; /* before any formatting: a flood costs next to nothing */
         char w[PMQOS_EXEC_MAX + 64], v[24], msg[PMQOS_EXEC_MAX + PMQOS_REASON_MAX + 160];
         who(r, w, sizeof(w));
-        snprintf(msg, sizeof(msg), "New %s: %s%s%s%s%s.", w, usec_text(r->value, v), r->n_cpus ? " on some CPUs" : "",
+        snprintf(msg, sizeof(msg), "New %s: %s%s%s%s%s%s.", w, usec_text(r->value, v),
+                 r->type == QOS_TYPE_CPU_WAKEUP ? " of cpu_wakeup" : "", r->n_cpus ? " on some CPUs" : "",
                  r->persistent ? ", persistent" : "", request_reason(r)[0] ? ", reason: " : "", request_reason(r));
         entry(AUDIT_ID_REQUEST_ADDED, r, PMQOS_LATENCY_NONE, r->value, r->uid, msg, suppressed);
 }
@@ -155,14 +156,15 @@ void audit_floor_changed(int32_t old, int32_t new, const char *what) {
         entry(AUDIT_ID_FLOOR_CHANGED, NULL, old, new, 0, msg, suppressed);
 }
 
-void audit_latency_changed(int32_t old, int32_t new) {
+void audit_latency_changed(QosType type, int32_t old, int32_t new) {
         unsigned long suppressed;
         if (!take_token(&suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
         char a[24], b[24], msg[96];
-        snprintf(msg, sizeof(msg), "The effective latency bound went from %s to %s.", usec_text(old, a),
-                 usec_text(new, b));
-        entry(AUDIT_ID_LATENCY_CHANGED, NULL, old, new, 0, msg, suppressed);
+        snprintf(msg, sizeof(msg), "The effective %slatency bound went from %s to %s.",
+                 type == QOS_TYPE_CPU_WAKEUP ? "wakeup " : "", usec_text(old, a), usec_text(new, b));
+        entry(type == QOS_TYPE_CPU_WAKEUP ? AUDIT_ID_WAKEUP_LATENCY_CHANGED : AUDIT_ID_LATENCY_CHANGED, NULL, old, new,
+              0, msg, suppressed);
 }
 
 void audit_kernel_ignores_writes(const char *path, int32_t reported, int32_t asked) {

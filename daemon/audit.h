@@ -18,6 +18,7 @@
 #define AUDIT_ID_FLOOR_CHANGED "2b766ad732a2402eb28daf8e39e38625"
 #define AUDIT_ID_LATENCY_CHANGED "85a63a23b39e47d5b40fb8ec616bfd8c"
 #define AUDIT_ID_KERNEL_IGNORES_WRITES "029d2c986d5941a5b397585cec1e640c"
+#define AUDIT_ID_WAKEUP_LATENCY_CHANGED "a0c7a1e5b7e14d0f9d2b6c3e8f415a27"
 
 /* At most AUDIT_BURST entries at once, then one per AUDIT_REFILL_SEC: a
  * desktop day (tens of holds) never reaches it; a client looping on
@@ -44,8 +45,8 @@ void audit_request_changed(const Request *r, int32_t old, uid_t by_uid);
 void audit_request_ended(const Request *r, int32_t value, AuditEnd how, uid_t by_uid);
 /* The floor in force went from old to new; what: "administrator floor set by uid N", … */
 void audit_floor_changed(int32_t old, int32_t new, const char *what);
-/* The effective value pmqosd asks of the kernel went from old to new. */
-void audit_latency_changed(int32_t old, int32_t new);
+/* The effective value of type pmqosd asks of the kernel went from old to new. */
+void audit_latency_changed(QosType type, int32_t old, int32_t new);
 
 /* Once per run: a write was read back as having had no effect. Not limited. */
 void audit_kernel_ignores_writes(const char *path, int32_t reported, int32_t asked);

@@ -41,11 +41,15 @@ static int method_request(sd_bus_message *message, void *userdata, sd_bus_error 
         r = sd_bus_message_read(message, "si", &type, &value);
         if (r < 0)
                 return r;
-        if (parse_qos_type(type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
+        if (bus_parse_type(m, type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
                 return bus_reply_validation_error(error, &v);
         r = parse_request_options(message, m->limits.max_timeout_sec, &o, &v);
         if (r < 0)
                 return v.name ? bus_reply_validation_error(error, &v) : r;
+        if (t == QOS_TYPE_CPU_WAKEUP && o.n_cpus > 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
+                                        "The cpus option is for cpu_dma: cpu_wakeup is one bound for the whole "
+                                        "machine.");
         r = check_cpus_exist(m, &o, error);
         if (r < 0)
                 return r;

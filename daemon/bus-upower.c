@@ -29,7 +29,7 @@ static int method_request_latency(sd_bus_message *message, void *userdata, sd_bu
         r = sd_bus_message_read(message, "sib", &type, &value, &persistent);
         if (r < 0)
                 return r;
-        if (parse_qos_type(type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
+        if (bus_parse_type(m, type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
                 return bus_reply_validation_error(error, &v);
         return action_request(m, message, &(NewRequest){ .type = t, .value = value, .persistent = persistent }, error);
 }
@@ -68,7 +68,7 @@ int bus_upower_old_cancel_filter(sd_bus_message *message, void *userdata, sd_bus
         r = sd_bus_message_read(message, "su", &type, &cookie);
         if (r < 0)
                 return r;
-        if (parse_qos_type(type, &t, &v) < 0)
+        if (bus_parse_type(m, type, &t, &v) < 0)
                 return bus_reply_validation_error(error, &v);
         const Request *req = store_get(&m->core.store, cookie);
         if (req && req->type != t)
@@ -88,9 +88,10 @@ static int method_get_latency(sd_bus_message *message, void *userdata, sd_bus_er
         r = sd_bus_message_read(message, "s", &type);
         if (r < 0)
                 return r;
-        if (parse_qos_type(type, &t, &v) < 0)
+        if (bus_parse_type(m, type, &t, &v) < 0)
                 return bus_reply_validation_error(error, &v);
-        return sd_bus_reply_method_return(message, "i", m->core.effective);
+        return sd_bus_reply_method_return(message, "i",
+                                          t == QOS_TYPE_CPU_WAKEUP ? m->core.wakeup_effective : m->core.effective);
 }
 
 static int method_get_latency_requests(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -130,7 +131,7 @@ static int method_set_minimum_latency(sd_bus_message *message, void *userdata, s
         r = sd_bus_message_read(message, "si", &type, &value);
         if (r < 0)
                 return r;
-        if (parse_qos_type(type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
+        if (bus_parse_type(m, type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
                 return bus_reply_validation_error(error, &v);
         return action_set_floor(m, message, value, error);
 }

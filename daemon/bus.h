@@ -22,6 +22,12 @@ int bus_upower_old_cancel_filter(sd_bus_message *message, void *userdata, sd_bus
 /* One ListRequests entry (a{sv}) for req. */
 int bus_append_request(sd_bus_message *reply, const Request *req);
 
+/* A type name a request may have here: cpu_wakeup only where the kernel has its device. */
+static inline int bus_parse_type(const Manager *m, const char *s, QosType *t, ValidationError *v) {
+        int r = parse_qos_type(s, t, v);
+        return r < 0 ? r : check_type_supported(*t, core_has_wakeup(&m->core), v);
+}
+
 /* The D-Bus error a validation failure carries. */
 int bus_reply_validation_error(sd_bus_error *error, const ValidationError *v);
 /* CancelRequest(u) and Cancel(u): the same call under two names. */

@@ -16,11 +16,29 @@
 #include "log.h"
 #include "state-file.h"
 
+/* The wakeup device where the kernel has one (Linux 6.19+): taken back from
+ * the service manager, or opened; without it cpu_wakeup is NotSupported. */
+static void open_wakeup(Core *c, const CoreConfig *config) {
+        if (!config->wakeup_device || !config->wakeup_device[0])
+                return;
+        if (config->have_wakeup_fd) {
+                c->wakeup_adopted = sink_adopt(&c->wakeup, config->wakeup_device, config->wakeup_fd) >= 0;
+                if (c->wakeup_adopted)
+                        return;
+        }
+        int r = sink_open(&c->wakeup, config->wakeup_device);
+        if (r < 0 && r != -ENOENT)
+                log_warning("Cannot open %s: %s; cpu_wakeup requests are not supported.", config->wakeup_device,
+                            strerror(-r));
+}
+
 int core_init(Core *c, const CoreConfig *config) {
         int r;
 
         *c = (Core){
                 .sink = SINK_INIT,
+                .wakeup = SINK_INIT,
+                .wakeup_effective = PMQOS_LATENCY_NONE,
                 .admin_floor = PMQOS_LATENCY_NONE,
                 .default_floor = config->default_floor,
                 .battery_floor = config->battery_floor,
@@ -54,6 +72,7 @@ int core_init(Core *c, const CoreConfig *config) {
                         return r;
                 }
         }
+        open_wakeup(c, config);
         (void) runtime_record_init(&c->record, config->runtime_dir, config->state_owner); /* logs; not fatal */
         return 0;
 }
@@ -71,6 +90,7 @@ void core_done(Core *c) {
         runtime_data_done(&c->adoptable);
         runtime_record_done(&c->record);
         sink_close(&c->sink);
+        sink_close(&c->wakeup);
         cpu_sink_done(&c->cpus);
         free(c->state_dir);
         c->state_dir = NULL;
@@ -151,6 +171,13 @@ static int commit(Core *c) {
         if (r < 0)
                 return r;
         c->effective = effective;
+        if (core_has_wakeup(c)) {
+                int32_t wakeup = effective_latency(store_wakeup_min(&c->store), core_floor(c));
+                r = sink_apply(&c->wakeup, wakeup);
+                if (r < 0)
+                        return r;
+                c->wakeup_effective = wakeup;
+        }
         if (c->store.n_cpu_heaps > 0 || c->cpus.n_originals > 0) {
                 r = commit_cpus(c);
                 if (r < 0)
@@ -163,13 +190,14 @@ static int commit(Core *c) {
 
 /* The snapshot a transaction compares with to say what changed. */
 typedef struct Before {
-        int32_t effective, floor;
+        int32_t effective, wakeup_effective, floor;
         size_t count;
         bool state_dirty;
 } Before;
 
 static Before before(const Core *c) {
         return (Before){ .effective = c->effective,
+                         .wakeup_effective = c->wakeup_effective,
                          .floor = core_floor(c),
                          .count = store_size(&c->store),
                          .state_dirty = c->state_dirty };
@@ -178,8 +206,11 @@ static Before before(const Core *c) {
 /* What changed, for the signals; a new effective value also for the audit trail. */
 static void changed(const Core *c, const Before *b, bool requests, ChangeSet *changes) {
         if (c->effective != b->effective)
-                audit_latency_changed(b->effective, c->effective);
+                audit_latency_changed(QOS_TYPE_CPU_DMA, b->effective, c->effective);
+        if (c->wakeup_effective != b->wakeup_effective)
+                audit_latency_changed(QOS_TYPE_CPU_WAKEUP, b->wakeup_effective, c->wakeup_effective);
         *changes = (ChangeSet){ .latency = c->effective != b->effective,
+                                .wakeup = c->wakeup_effective != b->wakeup_effective,
                                 .requests = requests,
                                 .count = store_size(&c->store) != b->count,
                                 .floor = core_floor(c) != b->floor };
@@ -479,7 +510,7 @@ int core_add_loaded(Core *c, Request *r) {
 
 int core_start(Core *c, const char *bus_id, RequestOwner *const *owners, int64_t now, ChangeSet *changes) {
         RuntimeData *d = &c->adoptable;
-        int32_t previous_min = store_min(&c->store);
+        int32_t previous_min = store_min(&c->store), previous_wakeup = store_wakeup_min(&c->store);
         size_t n_adopted = 0, n_ownerless = 0, n_detached = 0, n_dropped = 0;
         int r;
 
@@ -488,8 +519,9 @@ int core_start(Core *c, const char *bus_id, RequestOwner *const *owners, int64_t
                 RequestOwner *owner = owners ? owners[i] : NULL;
 
                 /* What the previous run asked of the kernel, to say whether this one asks the same. */
-                if (req->n_cpus == 0 && req->value >= 0 && (previous_min < 0 || req->value < previous_min))
-                        previous_min = req->value;
+                int32_t *min = req->type == QOS_TYPE_CPU_WAKEUP ? &previous_wakeup : &previous_min;
+                if (req->n_cpus == 0 && req->value >= 0 && (*min < 0 || req->value < *min))
+                        *min = req->value;
                 bool expired = req->expires_usec > 0 && req->expires_usec <= now;
                 if (expired || (!owner && req->expires_usec == 0) || store_get(&c->store, req->cookie)) {
                         n_dropped++;
@@ -521,7 +553,10 @@ int core_start(Core *c, const char *bus_id, RequestOwner *const *owners, int64_t
                 log_info("Re-adopted %zu request(s) of the previous run (%zu timed ones without an owner on the bus); "
                          "%zu ended with their owner or deadline while pmqosd was down.",
                          n_adopted, n_ownerless, n_dropped);
+        int32_t wakeup_before =
+                core_has_wakeup(c) ? effective_latency(previous_wakeup, core_floor(c)) : PMQOS_LATENCY_NONE;
         *changes = (ChangeSet){ .latency = c->effective != effective_latency(previous_min, core_floor(c)),
+                                .wakeup = c->wakeup_effective != wakeup_before,
                                 .requests = n_dropped + n_detached > 0,
                                 .count = n_dropped > 0 };
         return 0;

@@ -23,6 +23,9 @@ typedef struct CoreConfig {
         uid_t state_owner;       /* who may own an existing state directory besides us: the --user */
         bool have_device_fd;     /* device_fd is the device, kept for us by the service manager */
         int device_fd;
+        const char *wakeup_device; /* /dev/cpu_wakeup_latency (Linux 6.19+); NULL or "": none, cpu_wakeup unsupported */
+        bool have_wakeup_fd;       /* wakeup_fd is it, kept for us by the service manager */
+        int wakeup_fd;
         int32_t default_floor;
         int32_t battery_floor; /* in force while on battery; PMQOS_LATENCY_NONE: none */
         uint64_t seed;         /* for cookies */
@@ -31,6 +34,7 @@ typedef struct CoreConfig {
 /* What one transaction changed; the bus front turns it into signals. */
 typedef struct ChangeSet {
         bool latency;  /* the effective value */
+        bool wakeup;   /* the effective cpu_wakeup value */
         bool requests; /* the request set: added, removed, changed or detached */
         bool count;    /* how many requests there are */
         bool floor;    /* the floor in force */
@@ -40,21 +44,24 @@ typedef struct ChangeSet {
 typedef struct Core {
         Store store;
         Sink sink;
+        Sink wakeup; /* /dev/cpu_wakeup_latency; fd -1 where the kernel has none */
         CpuSink cpus;
         char *state_dir;
         uid_t state_owner;
         RuntimeRecord record;
-        RuntimeData adoptable; /* what the previous run recorded, until core_start() */
-        bool device_adopted;   /* the device descriptor came from the service manager */
-        bool keep_cpus;        /* core_done() leaves per-CPU bounds for the next run (a restart) */
-        int32_t admin_floor;   /* set over the bus, persisted; PMQOS_LATENCY_NONE if unset */
-        int32_t default_floor; /* from the configuration; PMQOS_LATENCY_NONE if unset */
-        int32_t battery_floor; /* from the configuration: a further floor while on_battery */
-        bool on_battery;       /* as UPower last said; false without UPower */
-        int32_t effective;     /* what the device was last given, as the API reports it */
-        bool state_dirty;      /* persistent requests or the admin floor changed: saved durably */
-        bool originals_dirty;  /* only CPU originals changed: they mean nothing after a reboot, so the
-                                * save needs no fsync of the directory */
+        RuntimeData adoptable;    /* what the previous run recorded, until core_start() */
+        bool device_adopted;      /* the device descriptor came from the service manager */
+        bool wakeup_adopted;      /* so did the wakeup device's */
+        bool keep_cpus;           /* core_done() leaves per-CPU bounds for the next run (a restart) */
+        int32_t admin_floor;      /* set over the bus, persisted; PMQOS_LATENCY_NONE if unset */
+        int32_t default_floor;    /* from the configuration; PMQOS_LATENCY_NONE if unset */
+        int32_t battery_floor;    /* from the configuration: a further floor while on_battery */
+        bool on_battery;          /* as UPower last said; false without UPower */
+        int32_t effective;        /* what the device was last given, as the API reports it */
+        int32_t wakeup_effective; /* what the wakeup device was last given; PMQOS_LATENCY_NONE without one */
+        bool state_dirty;         /* persistent requests or the admin floor changed: saved durably */
+        bool originals_dirty;     /* only CPU originals changed: they mean nothing after a reboot, so the
+                                   * save needs no fsync of the directory */
 } Core;
 
 /* Opens the device (or takes the one the service manager kept) and every
@@ -84,8 +91,12 @@ int core_start(Core *c, const char *bus_id, RequestOwner *const *owners, int64_t
  * core_start()'s one commit includes it. On failure r is freed. */
 int core_add_loaded(Core *c, Request *r);
 
-/* The floor in force: the administrator's, else the configured default;
- * on battery, the battery floor too where it is higher. */
+static inline bool core_has_wakeup(const Core *c) {
+        return c->wakeup.fd >= 0;
+}
+
+/* The floor in force, for both types: the administrator's, else the
+ * configured default; on battery, the battery floor too where it is higher. */
 static inline int32_t core_floor(const Core *c) {
         int32_t f = c->admin_floor >= 0 ? c->admin_floor : c->default_floor;
         if (c->on_battery && c->battery_floor > f)

@@ -205,6 +205,13 @@ static int append_explanation(Manager *m, sd_bus_message *reply, const HolderSca
                 r = append_i(reply, "kernel", kernel);
         if (r >= 0)
                 r = append_i(reply, "floor", core_floor(c));
+        int32_t wakeup_kernel = PMQOS_LATENCY_NONE;
+        if (core_has_wakeup(c) && sink_read(&c->wakeup, &wakeup_kernel) < 0)
+                wakeup_kernel = PMQOS_LATENCY_NONE;
+        if (r >= 0)
+                r = append_i(reply, "wakeup_effective", c->wakeup_effective);
+        if (r >= 0)
+                r = append_i(reply, "wakeup_kernel", wakeup_kernel);
         if (r >= 0)
                 r = sd_bus_message_append(reply, "{sv}", "bound_by", "s", by);
         if (r >= 0)

@@ -27,6 +27,8 @@
 #define DEFAULT_RUNTIME_DIR "/run/pmqos"
 /* The name of the device's descriptor in the service manager's store. */
 #define DEVICE_FDNAME "cpu_dma_latency"
+#define WAKEUP_FDNAME "cpu_wakeup_latency"
+#define DEFAULT_WAKEUP_DEVICE "/dev/cpu_wakeup_latency"
 
 #define DEFAULT_SYSFS_ROOT "/sys"
 
@@ -46,6 +48,9 @@ static void help(void) {
         printf("Usage: pmqosd [OPTIONS]\n"
                "Broker of CPU latency requests on the system bus (%s).\n\n"
                "  --device PATH     the latency device (default %s)\n"
+               "  --wakeup-device PATH\n"
+               "                    the wakeup latency device, for cpu_wakeup (default %s,\n"
+               "                    where the kernel has it; \"\" for none)\n"
                "  --config PATH     configuration file (default %s)\n"
                "  --state-dir DIR   where persistent state lives (default %s)\n"
                "  --runtime-dir DIR where the record of connection-bound requests lives, for\n"
@@ -66,9 +71,9 @@ static void help(void) {
                "  --verbose         log every request\n"
                "  --version         print the version and exit\n"
                "  --help            print this help and exit\n",
-               PMQOS_BUS_NAME, DEFAULT_DEVICE, PMQOS_DEFAULT_CONFIG, DEFAULT_STATE_DIR, DEFAULT_RUNTIME_DIR,
-               DEFAULT_SYSFS_ROOT, LIMITS_DEFAULT.max_timeout_sec, LIMITS_DEFAULT.max_per_connection,
-               LIMITS_DEFAULT.max_per_uid, PMQOS_RULES_DIR_ETC, PMQOS_RULES_DIR_LIB);
+               PMQOS_BUS_NAME, DEFAULT_DEVICE, DEFAULT_WAKEUP_DEVICE, PMQOS_DEFAULT_CONFIG, DEFAULT_STATE_DIR,
+               DEFAULT_RUNTIME_DIR, DEFAULT_SYSFS_ROOT, LIMITS_DEFAULT.max_timeout_sec,
+               LIMITS_DEFAULT.max_per_connection, LIMITS_DEFAULT.max_per_uid, PMQOS_RULES_DIR_ETC, PMQOS_RULES_DIR_LIB);
 }
 
 #define LIMIT_MAX 100000000u
@@ -90,6 +95,8 @@ static void options_default(Options *o) {
                 .config = {
                         .core = {
                                 .device = DEFAULT_DEVICE,
+                                .wakeup_device = DEFAULT_WAKEUP_DEVICE,
+                                .wakeup_fd = -1,
                                 .state_dir = DEFAULT_STATE_DIR,
                                 .runtime_dir = env_runtime && *env_runtime ? env_runtime : DEFAULT_RUNTIME_DIR,
                                 .device_fd = -1,
@@ -121,6 +128,7 @@ static int set_limit_option(Options *o, const char *arg, unsigned bit, unsigned 
 static int parse_argv(int argc, char *argv[], Options *o) {
         enum {
                 ARG_DEVICE = 0x100,
+                ARG_WAKEUP_DEVICE,
                 ARG_STATE_DIR,
                 ARG_RUNTIME_DIR,
                 ARG_CONFIG,
@@ -137,6 +145,7 @@ static int parse_argv(int argc, char *argv[], Options *o) {
         };
         static const struct option options[] = {
                 { "device", required_argument, NULL, ARG_DEVICE },
+                { "wakeup-device", required_argument, NULL, ARG_WAKEUP_DEVICE },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
                 { "runtime-dir", required_argument, NULL, ARG_RUNTIME_DIR },
                 { "config", required_argument, NULL, ARG_CONFIG },
@@ -159,6 +168,9 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 switch (c) {
                 case ARG_DEVICE:
                         o->config.core.device = optarg;
+                        break;
+                case ARG_WAKEUP_DEVICE:
+                        o->config.core.wakeup_device = optarg;
                         break;
                 case ARG_STATE_DIR:
                         o->config.core.state_dir = optarg;
@@ -446,6 +458,9 @@ static void take_stored_fds(CoreConfig *core) {
                 if (!core->have_device_fd && names && names[i] && strcmp(names[i], DEVICE_FDNAME) == 0) {
                         core->have_device_fd = true;
                         core->device_fd = fd;
+                } else if (!core->have_wakeup_fd && names && names[i] && strcmp(names[i], WAKEUP_FDNAME) == 0) {
+                        core->have_wakeup_fd = true;
+                        core->wakeup_fd = fd;
                 } else {
                         log_warning("Closing descriptor %d (\"%s\") passed by the service manager: not ours.", fd,
                                     names && names[i] ? names[i] : "");
@@ -458,8 +473,16 @@ static void take_stored_fds(CoreConfig *core) {
         free(names);
 }
 
-/* The service manager keeps a copy of the device's descriptor, so that the
- * kernel keeps our bound while we restart; a stop releases it. */
+static void store_fd(int fd, const char *state, const char *device) {
+        int r = sd_pid_notify_with_fds(0, false, state, &fd, 1);
+        if (r <= 0)
+                log_warning("Cannot hand %s to the service manager's descriptor store (%s): a restart will drop its "
+                            "bound for a moment. Is FileDescriptorStoreMax= set?",
+                            device, r < 0 ? strerror(-r) : "not supported");
+}
+
+/* The service manager keeps a copy of the devices' descriptors, so that the
+ * kernel keeps our bounds while we restart; a stop releases them. */
 static void store_device_fd(Manager *m, const CoreConfig *core) {
         bool notify = getenv("NOTIFY_SOCKET") != NULL;
 
@@ -469,18 +492,19 @@ static void store_device_fd(Manager *m, const CoreConfig *core) {
                 if (notify)
                         (void) sd_notify(false, "FDSTOREREMOVE=1\nFDNAME=" DEVICE_FDNAME);
         }
-        if (m->core.device_adopted) {
-                log_info("Took %s back from the service manager; its bound held through the restart.", core->device);
-                return;
+        if (core->have_wakeup_fd && !m->core.wakeup_adopted) {
+                close(core->wakeup_fd);
+                if (notify)
+                        (void) sd_notify(false, "FDSTOREREMOVE=1\nFDNAME=" WAKEUP_FDNAME);
         }
-        if (!notify)
-                return;
-        int fd = m->core.sink.fd;
-        int r = sd_pid_notify_with_fds(0, false, "FDSTORE=1\nFDNAME=" DEVICE_FDNAME, &fd, 1);
-        if (r <= 0)
-                log_warning("Cannot hand %s to the service manager's descriptor store (%s): a restart will drop its "
-                            "bound for a moment. Is FileDescriptorStoreMax= set?",
-                            core->device, r < 0 ? strerror(-r) : "not supported");
+        if (m->core.device_adopted)
+                log_info("Took %s back from the service manager; its bound held through the restart.", core->device);
+        else if (notify)
+                store_fd(m->core.sink.fd, "FDSTORE=1\nFDNAME=" DEVICE_FDNAME, core->device);
+        if (m->core.wakeup_adopted)
+                log_info("Took %s back from the service manager too.", core->wakeup_device);
+        else if (notify && core_has_wakeup(&m->core))
+                store_fd(m->core.wakeup.fd, "FDSTORE=1\nFDNAME=" WAKEUP_FDNAME, core->wakeup_device);
 }
 
 /* Whether the service manager stops us only to start us again (systemctl

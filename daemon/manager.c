@@ -61,6 +61,9 @@ static int emit_compat(Manager *m, const ChangeSet *changes) {
                 if (changes->latency && (k = sd_bus_emit_signal(m->bus, paths[i], PMQOS_QOS_INTERFACE, "LatencyChanged",
                                                                 "si", "cpu_dma", m->core.effective)) < 0)
                         r = k;
+                if (changes->wakeup && (k = sd_bus_emit_signal(m->bus, paths[i], PMQOS_QOS_INTERFACE, "LatencyChanged",
+                                                               "si", "cpu_wakeup", m->core.wakeup_effective)) < 0)
+                        r = k;
                 if (changes->requests &&
                     (k = sd_bus_emit_signal(m->bus, paths[i], PMQOS_QOS_INTERFACE, "RequestsChanged", NULL)) < 0)
                         r = k;

@@ -32,6 +32,7 @@ void store_done(Store *s) {
         hashmap_clear(&s->by_cookie);
         hashmap_clear(&s->by_uid);
         heap_done(&s->values);
+        heap_done(&s->wakeup_values);
         heap_done(&s->expiries);
         for (uint32_t i = 0; i < s->n_cpu_heaps; i++)
                 heap_done(&s->cpu_heaps[i]);
@@ -141,6 +142,11 @@ static int cpu_heaps_grow(Store *s, uint32_t cpu) {
         return 0;
 }
 
+/* The heap of r's type for global requests. */
+static Heap *global_heap(Store *s, const Request *r) {
+        return r->type == QOS_TYPE_CPU_WAKEUP ? &s->wakeup_values : &s->values;
+}
+
 /* Reserves room in every heap r will join with this value, so joining cannot fail. */
 static int reserve_value_heaps(Store *s, const Request *r, int32_t value) {
         int k;
@@ -148,7 +154,7 @@ static int reserve_value_heaps(Store *s, const Request *r, int32_t value) {
         if (value < 0 || r->inactive)
                 return 0;
         if (r->n_cpus == 0)
-                return heap_contains(&r->value_node) ? 0 : heap_reserve(&s->values);
+                return heap_contains(&r->value_node) ? 0 : heap_reserve(global_heap(s, r));
         for (size_t i = 0; i < r->n_cpus; i++) {
                 k = cpu_heaps_grow(s, r->cpus[i]);
                 if (k < 0)
@@ -178,7 +184,7 @@ static void place_value(Store *s, Request *r, int32_t value) {
         if (r->inactive)
                 value = PMQOS_LATENCY_NONE;
         if (r->n_cpus == 0)
-                place_in_heap(&s->values, &r->value_node, value);
+                place_in_heap(global_heap(s, r), &r->value_node, value);
         else
                 for (size_t i = 0; i < r->n_cpus; i++)
                         place_in_heap(&s->cpu_heaps[r->cpus[i]], &r->cpu_nodes[i].node, value);
@@ -337,6 +343,11 @@ unsigned store_drop_owner(Store *s, RequestOwner *owner) {
 
 int32_t store_min(const Store *s) {
         const HeapNode *top = heap_top(&s->values);
+        return top ? (int32_t) top->key : PMQOS_LATENCY_NONE;
+}
+
+int32_t store_wakeup_min(const Store *s) {
+        const HeapNode *top = heap_top(&s->wakeup_values);
         return top ? (int32_t) top->key : PMQOS_LATENCY_NONE;
 }
 

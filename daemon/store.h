@@ -18,6 +18,7 @@
 
 typedef enum QosType {
         QOS_TYPE_CPU_DMA,
+        QOS_TYPE_CPU_WAKEUP, /* Linux 6.19's /dev/cpu_wakeup_latency: one global bound, no CPU list */
         _QOS_TYPE_MAX,
 } QosType;
 
@@ -77,10 +78,11 @@ struct Request {
 
 typedef struct Store {
         Hashmap by_cookie;
-        Hashmap by_uid;  /* uid → UidCount */
-        Heap values;     /* global requests by value; PMQOS_LATENCY_NONE stays out */
-        Heap expiries;   /* timed requests by deadline */
-        Heap *cpu_heaps; /* per-CPU requests by value, indexed by CPU number */
+        Hashmap by_uid;     /* uid → UidCount */
+        Heap values;        /* global cpu_dma requests by value; PMQOS_LATENCY_NONE stays out */
+        Heap wakeup_values; /* cpu_wakeup requests by value */
+        Heap expiries;      /* timed requests by deadline */
+        Heap *cpu_heaps;    /* per-CPU requests by value, indexed by CPU number */
         uint32_t n_cpu_heaps;
         Request *all_head, *all_tail;
         uint64_t rng;
@@ -107,8 +109,10 @@ Request *store_get(const Store *s, uint32_t cookie);
  * others (persistent or timed). Returns how many requests were freed or detached. */
 unsigned store_drop_owner(Store *s, RequestOwner *owner);
 
-/* The strictest live value of global requests, or PMQOS_LATENCY_NONE. */
+/* The strictest live value of global cpu_dma requests, or PMQOS_LATENCY_NONE. */
 int32_t store_min(const Store *s);
+/* The strictest live value of cpu_wakeup requests, or PMQOS_LATENCY_NONE. */
+int32_t store_wakeup_min(const Store *s);
 /* The strictest live value of requests naming this CPU, or PMQOS_LATENCY_NONE. */
 int32_t store_cpu_min(const Store *s, uint32_t cpu);
 /* The earliest deadline of a timed request, or 0. */

@@ -12,6 +12,7 @@
 
 static const char *const qos_type_names[_QOS_TYPE_MAX] = {
         [QOS_TYPE_CPU_DMA] = "cpu_dma",
+        [QOS_TYPE_CPU_WAKEUP] = "cpu_wakeup",
 };
 
 const char *qos_type_to_string(QosType t) {
@@ -44,13 +45,15 @@ int parse_qos_type(const char *s, QosType *ret, ValidationError *err) {
                 return fail(err, -EOPNOTSUPP, SD_BUS_ERROR_NOT_SUPPORTED, "Latency type \"", s,
                             "\" is not supported: this kernel has no /dev/network_latency.");
 
-        /* Linux 6.19's /dev/cpu_wakeup_latency: a known name, not driven by pmqosd yet. */
-        if (strcmp(s, "cpu_wakeup") == 0)
-                return fail(err, -EOPNOTSUPP, SD_BUS_ERROR_NOT_SUPPORTED, "Latency type \"", s,
-                            "\" is not supported: pmqosd does not drive /dev/cpu_wakeup_latency (Linux 6.19+) yet.");
-
         return fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS, "Unknown latency type \"", s,
-                    "\"; the supported type is \"cpu_dma\".");
+                    "\"; the types are \"cpu_dma\" and \"cpu_wakeup\".");
+}
+
+int check_type_supported(QosType t, bool wakeup_device, ValidationError *err) {
+        if (t == QOS_TYPE_CPU_WAKEUP && !wakeup_device)
+                return fail(err, -EOPNOTSUPP, SD_BUS_ERROR_NOT_SUPPORTED, "Latency type \"", "cpu_wakeup",
+                            "\" is not supported: this kernel has no /dev/cpu_wakeup_latency (Linux 6.19+).");
+        return 0;
 }
 
 int check_latency_value(int32_t value, ValidationError *err) {

@@ -16,9 +16,11 @@ typedef struct ValidationError {
         char message[256];
 } ValidationError;
 
-/* "cpu_dma" → QOS_TYPE_CPU_DMA. "network" is NotSupported, anything else InvalidArgs.
+/* "cpu_dma", "cpu_wakeup" → their QosType. "network" is NotSupported, anything else InvalidArgs.
  * Returns 0, or -EINVAL / -EOPNOTSUPP with *err filled. */
 int parse_qos_type(const char *s, QosType *ret, ValidationError *err);
+/* cpu_wakeup is NotSupported where the kernel has no /dev/cpu_wakeup_latency (wakeup_device false). */
+int check_type_supported(QosType t, bool wakeup_device, ValidationError *err);
 
 /* -1 (no requirement) or 0 … PMQOS_LATENCY_MAX_US. */
 int check_latency_value(int32_t value, ValidationError *err);

@@ -66,7 +66,8 @@ static void each_kind(void) {
         audit_request_ended(req, 10, AUDIT_END_OWNER_LEFT, 1000);
         audit_request_ended(req, 10, AUDIT_END_EXPIRED, 1000);
         audit_floor_changed(PMQOS_LATENCY_NONE, 100, "the administrator floor was set by uid 0");
-        audit_latency_changed(20, PMQOS_LATENCY_NONE);
+        audit_latency_changed(QOS_TYPE_CPU_DMA, 20, PMQOS_LATENCY_NONE);
+        audit_latency_changed(QOS_TYPE_CPU_WAKEUP, 5, 6);
 }
 
 START_TEST(test_what_each_entry_says) {
@@ -83,19 +84,20 @@ START_TEST(test_what_each_entry_says) {
         ck_assert_ptr_nonnull(
                 strstr(out, "The floor went from none to 100 µs: the administrator floor was set by uid 0.\n"));
         ck_assert_ptr_nonnull(strstr(out, "The effective latency bound went from 20 µs to none.\n"));
+        ck_assert_ptr_nonnull(strstr(out, "The effective wakeup latency bound went from 5 µs to 6 µs.\n"));
         free(out);
 }
 END_TEST
 
 static void flood(void) {
         for (int i = 0; i < 1000; i++)
-                audit_latency_changed(i, i + 1);
+                audit_latency_changed(QOS_TYPE_CPU_DMA, i, i + 1);
 }
 
 static void later(void) {
         audit_age(AUDIT_REFILL_SEC);
-        audit_latency_changed(5, 6);
-        audit_latency_changed(6, 7); /* no token yet: left out */
+        audit_latency_changed(QOS_TYPE_CPU_DMA, 5, 6);
+        audit_latency_changed(QOS_TYPE_CPU_DMA, 6, 7); /* no token yet: left out */
 }
 
 START_TEST(test_flood_is_limited_and_counted) {

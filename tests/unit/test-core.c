@@ -378,6 +378,51 @@ START_TEST(test_record_stays_small) {
 }
 END_TEST
 
+START_TEST(test_wakeup_apart) {
+        char wakeup[320];
+        snprintf(wakeup, sizeof(wakeup), "%s/wakeup", dir);
+        unit_write_file(dir, "wakeup", "");
+        CoreConfig config = { .device = device,
+                              .wakeup_device = wakeup,
+                              .state_dir = state,
+                              .sysfs_root = sysfs,
+                              .state_owner = geteuid(),
+                              .default_floor = PMQOS_LATENCY_NONE,
+                              .battery_floor = PMQOS_LATENCY_NONE,
+                              .seed = 3 };
+        Core c;
+        ChangeSet cs;
+        ck_assert_int_eq(core_init(&c, &config), 0);
+        ck_assert(core_has_wakeup(&c));
+        ck_assert_int_eq(core_load(&c, 1), 0);
+        ck_assert_int_eq(core_start(&c, NULL, NULL, 1, &cs), 0);
+
+        Request *w = new_request(&c, 30, false, 0, UINT32_MAX);
+        w->type = QOS_TYPE_CPU_WAKEUP;
+        ck_assert_int_eq(core_add(&c, w, NULL, &cs), 0);
+        ck_assert(cs.wakeup && !cs.latency);
+        ck_assert_int_eq(unit_read_device(wakeup), 30);
+        ck_assert_int_eq(unit_read_device(device), PMQOS_LATENCY_MAX_US);
+        Request *d = new_request(&c, 50, false, 0, UINT32_MAX);
+        ck_assert_int_eq(core_add(&c, d, NULL, &cs), 0);
+        ck_assert(cs.latency && !cs.wakeup);
+        ck_assert_int_eq(unit_read_device(device), 50);
+        ck_assert_int_eq(core_set_floor(&c, 40, 0, &cs), 0); /* one floor for both */
+        ck_assert(cs.wakeup && !cs.latency);
+        ck_assert_int_eq(unit_read_device(wakeup), 40);
+        ck_assert_int_eq(core_cancel(&c, w, 0, &cs), 0);
+        ck_assert_int_eq(c.wakeup_effective, PMQOS_LATENCY_NONE);
+        ck_assert_int_eq(unit_read_device(wakeup), PMQOS_LATENCY_MAX_US);
+        core_done(&c);
+
+        /* Where the kernel has no such device, there is no wakeup sink. */
+        config.wakeup_device = "/nonexistent/cpu_wakeup_latency";
+        ck_assert_int_eq(core_init(&c, &config), 0);
+        ck_assert(!core_has_wakeup(&c));
+        core_done(&c);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("core");
         TCase *tc = tcase_create("core");
@@ -391,6 +436,7 @@ int main(void) {
         tcase_add_test(tc, test_load);
         tcase_add_test(tc, test_readoption);
         tcase_add_test(tc, test_record_stays_small);
+        tcase_add_test(tc, test_wakeup_apart);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_FORK_GETENV);
 }

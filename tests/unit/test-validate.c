@@ -21,8 +21,13 @@ START_TEST(test_validation) {
         ck_assert_int_eq(t, QOS_TYPE_CPU_DMA);
         ck_assert_int_eq(parse_qos_type("network", &t, &e), -EOPNOTSUPP);
         ck_assert_str_eq(e.name, "org.freedesktop.DBus.Error.NotSupported");
-        ck_assert_int_eq(parse_qos_type("cpu_wakeup", &t, &e), -EOPNOTSUPP);
+        ck_assert_int_eq(parse_qos_type("cpu_wakeup", &t, &e), 0);
+        ck_assert_int_eq(t, QOS_TYPE_CPU_WAKEUP);
+        ck_assert_int_eq(check_type_supported(QOS_TYPE_CPU_WAKEUP, true, &e), 0);
+        ck_assert_int_eq(check_type_supported(QOS_TYPE_CPU_DMA, false, &e), 0);
+        ck_assert_int_eq(check_type_supported(QOS_TYPE_CPU_WAKEUP, false, &e), -EOPNOTSUPP);
         ck_assert_str_eq(e.name, "org.freedesktop.DBus.Error.NotSupported");
+        ck_assert_ptr_nonnull(strstr(e.message, "/dev/cpu_wakeup_latency"));
         ck_assert_int_eq(parse_qos_type("CPU_DMA", &t, &e), -EINVAL);
         ck_assert_str_eq(e.name, "org.freedesktop.DBus.Error.InvalidArgs");
         ck_assert_int_eq(parse_qos_type("", &t, &e), -EINVAL);

@@ -83,7 +83,8 @@ class _RequestInfo(ctypes.Structure):
     _fields_ = [("cookie", ctypes.c_uint32), ("value", ctypes.c_int32), ("uid", ctypes.c_uint32),
                 ("pid", ctypes.c_uint32), ("exec", ctypes.c_char_p), ("reason", ctypes.c_char_p),
                 ("sender", ctypes.c_char_p), ("created", ctypes.c_int64), ("expires", ctypes.c_int64),
-                ("persistent", ctypes.c_bool), ("cpus", ctypes.POINTER(ctypes.c_uint32)), ("n_cpus", ctypes.c_size_t)]
+                ("persistent", ctypes.c_bool), ("cpus", ctypes.POINTER(ctypes.c_uint32)), ("n_cpus", ctypes.c_size_t),
+                ("type", ctypes.c_char_p)]
 
 
 class _CStateInfo(ctypes.Structure):
@@ -108,6 +109,7 @@ class _RuleInfo(ctypes.Structure):
 
 class _Explanation(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_int32), ("kernel", ctypes.c_int32), ("floor", ctypes.c_int32),
+                ("wakeup_effective", ctypes.c_int32), ("wakeup_kernel", ctypes.c_int32),
                 ("bound_by", ctypes.c_char_p), ("binding", ctypes.POINTER(_RequestInfo)),
                 ("holders", ctypes.POINTER(_HolderInfo)), ("n_holders", ctypes.c_size_t),
                 ("holders_complete", ctypes.c_bool), ("cpus", ctypes.POINTER(_CpuInfo)), ("n_cpus", ctypes.c_size_t),
@@ -135,7 +137,6 @@ def _explanation_dict(e):
         b = e.binding.contents
         binding = _struct_dict(b)
         binding["cpus"] = [b.cpus[i] for i in range(b.n_cpus)]
-        binding["type"] = "cpu_dma"
     rules = []
     for i in range(e.n_rules):
         entry = _struct_dict(e.rules[i])
@@ -147,7 +148,8 @@ def _explanation_dict(e):
         entry = _struct_dict(c)
         entry["cstates"] = [_struct_dict(c.cstates[k]) for k in range(c.n_cstates)]
         cpus.append(entry)
-    return {"effective": e.effective, "kernel": e.kernel, "floor": e.floor, "bound_by": _text(e.bound_by),
+    return {"effective": e.effective, "kernel": e.kernel, "floor": e.floor, "wakeup_effective": e.wakeup_effective,
+            "wakeup_kernel": e.wakeup_kernel, "bound_by": _text(e.bound_by),
             "binding": binding, "external_holders": [_struct_dict(e.holders[i]) for i in range(e.n_holders)],
             "external_holders_complete": e.holders_complete, "cpus": cpus,
             "kernel_ignores_writes": e.kernel_ignores_writes, "rules": rules, "rules_followed": e.rules_followed}
