@@ -15,6 +15,10 @@
 #include "log.h"
 
 static int journal = -1;
+
+static const char *qos_type_name(QosType t) {
+        return t == QOS_TYPE_CPU_WAKEUP ? "cpu_wakeup" : "cpu_dma";
+}
 static struct {
         double tokens;
         uint64_t last_usec; /* CLOCK_MONOTONIC */
@@ -93,7 +97,8 @@ static void entry(const char *id, const Request *r, int32_t old, int32_t new, ui
                                        "COOKIE=%" PRIu32, r->cookie, "REQUEST_UID=%u", (unsigned) r->uid,
                                        "REQUEST_PID=%d", (int) r->pid, "REQUEST_EXEC=%s", request_exec(r), "REASON=%s",
                                        request_reason(r), "OLD_LATENCY=%" PRIi32, old, "NEW_LATENCY=%" PRIi32, new,
-                                       "BY_UID=%u", (unsigned) by_uid, "SUPPRESSED=%lu", suppressed, NULL);
+                                       "BY_UID=%u", (unsigned) by_uid, "TYPE=%s", qos_type_name(r->type),
+                                       "SUPPRESSED=%lu", suppressed, NULL);
         else
                 (void) sd_journal_send("MESSAGE=%s%s", message, note, "MESSAGE_ID=%s", id, "PRIORITY=6",
                                        "OLD_LATENCY=%" PRIi32, old, "NEW_LATENCY=%" PRIi32, new, "SUPPRESSED=%lu",
@@ -160,7 +165,7 @@ void audit_latency_changed(QosType type, int32_t old, int32_t new) {
         unsigned long suppressed;
         if (!take_token(&suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
-        char a[24], b[24], msg[96];
+        char a[24], b[24], msg[128];
         snprintf(msg, sizeof(msg), "The effective %slatency bound went from %s to %s.",
                  type == QOS_TYPE_CPU_WAKEUP ? "wakeup " : "", usec_text(old, a), usec_text(new, b));
         entry(type == QOS_TYPE_CPU_WAKEUP ? AUDIT_ID_WAKEUP_LATENCY_CHANGED : AUDIT_ID_LATENCY_CHANGED, NULL, old, new,
