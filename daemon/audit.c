@@ -13,12 +13,9 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "validate.h"
 
 static int journal = -1;
-
-static const char *qos_type_name(QosType t) {
-        return t == QOS_TYPE_CPU_WAKEUP ? "cpu_wakeup" : "cpu_dma";
-}
 static struct {
         double tokens;
         uint64_t last_usec; /* CLOCK_MONOTONIC */
@@ -97,7 +94,7 @@ static void entry(const char *id, const Request *r, int32_t old, int32_t new, ui
                                        "COOKIE=%" PRIu32, r->cookie, "REQUEST_UID=%u", (unsigned) r->uid,
                                        "REQUEST_PID=%d", (int) r->pid, "REQUEST_EXEC=%s", request_exec(r), "REASON=%s",
                                        request_reason(r), "OLD_LATENCY=%" PRIi32, old, "NEW_LATENCY=%" PRIi32, new,
-                                       "BY_UID=%u", (unsigned) by_uid, "TYPE=%s", qos_type_name(r->type),
+                                       "BY_UID=%u", (unsigned) by_uid, "TYPE=%s", qos_type_to_string(r->type),
                                        "SUPPRESSED=%lu", suppressed, NULL);
         else
                 (void) sd_journal_send("MESSAGE=%s%s", message, note, "MESSAGE_ID=%s", id, "PRIORITY=6",
