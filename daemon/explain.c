@@ -6,6 +6,7 @@
 #include "explain.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -371,7 +372,9 @@ void explainer_done(Explainer *e) {
         e->helper_source = sd_event_source_disable_unref(e->helper_source);
         e->defer_source = sd_event_source_disable_unref(e->defer_source);
         if (e->helper_fd >= 0) {
-                close(e->helper_fd); /* the helper ends when it sees this */
+                close(e->helper_fd);
+                /* Not waited for politely: a scan never keeps pmqosd from ending. */
+                (void) kill(e->helper_pid, SIGKILL);
                 (void) waitpid(e->helper_pid, NULL, 0);
         }
         *e = (Explainer){ .helper_fd = -1 };

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -33,10 +34,17 @@ int holder_target_init(HolderTarget *target, int fd, const char *path) {
         return 0;
 }
 
-static bool same_file(const struct stat *a, const struct stat *b) {
-        if (S_ISCHR(a->st_mode) || S_ISCHR(b->st_mode))
-                return S_ISCHR(a->st_mode) && S_ISCHR(b->st_mode) && a->st_rdev == b->st_rdev;
-        return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+/* Where descriptor name of the directory dir leads, as statx() says without
+ * asking the file system (AT_STATX_DONT_SYNC): a FUSE or NFS file of the
+ * same name, whose server could take forever to answer, costs nothing. */
+static bool leads_to(int dir, const char *name, const struct stat *target) {
+        struct statx stx;
+        if (statx(dir, name, AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &stx) < 0)
+                return false;
+        if (S_ISCHR(stx.stx_mode) || S_ISCHR(target->st_mode))
+                return S_ISCHR(stx.stx_mode) && S_ISCHR(target->st_mode) &&
+                       makedev(stx.stx_rdev_major, stx.stx_rdev_minor) == target->st_rdev;
+        return makedev(stx.stx_dev_major, stx.stx_dev_minor) == target->st_dev && stx.stx_ino == target->st_ino;
 }
 
 /* Whether the link text names a file called target->basename. */
@@ -78,9 +86,8 @@ static int scan_process(int proc_fd, const char *pid, const HolderTarget *target
                 if (n <= 0)
                         continue;
                 link[n] = 0;
-                struct stat st;
-                if (link_matches(link, target) && fstatat(dirfd(d), de->d_name, &st, 0) == 0 &&
-                    same_file(&st, &target->st) && !is_owners(target, strtoul(pid, NULL, 10), de->d_name))
+                if (link_matches(link, target) && leads_to(dirfd(d), de->d_name, &target->st) &&
+                    !is_owners(target, strtoul(pid, NULL, 10), de->d_name))
                         found = 1;
         }
         closedir(d);

@@ -24,8 +24,9 @@ typedef struct HolderScan {
 
 /* The identity a descriptor must lead to: the character device, or for a
  * stand-in file its inode. basename filters descriptors by their link text
- * first, so only candidates are stat()ed (a stat() can block; a readlink()
- * of /proc does not). */
+ * first; candidates are looked at with statx(AT_STATX_DONT_SYNC), which
+ * never waits for a file system's server (a readlink() of /proc does not
+ * either). */
 typedef struct HolderTarget {
         struct stat st;
         char basename[256];

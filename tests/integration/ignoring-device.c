@@ -2,20 +2,27 @@
 /* A stand-in for a kernel that ignores latency writes (as some vendor
  * kernels do): a FUSE file system with one file, "device", that accepts
  * every write and always reads back 2000000000, the "no constraint" value.
- * Usage: pmqos-ignoring-device MOUNTPOINT (stays in the foreground;
- * fusermount3 -u MOUNTPOINT or SIGTERM ends it). */
+ * Usage: pmqos-ignoring-device MOUNTPOINT [NAME [hang]] (stays in the
+ * foreground; fusermount3 -u MOUNTPOINT or SIGTERM ends it). NAME names the
+ * file ("device" by default); with "hang", once the file has been opened
+ * every later getattr never returns — a file system whose server stalls,
+ * as a hostile user's FUSE mount can. Attributes are never cached. */
 
 #define FUSE_USE_VERSION 31
 
 #include <errno.h>
 #include <fuse.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#define DEVICE_NAME "device"
 static const int32_t constant = 2000000000;
+static char device_path[256] = "/device";
+static bool hang;
+static volatile bool opened;
 
 static int ignoring_getattr(const char *path, struct stat *st, struct fuse_file_info *fi) {
         (void) fi;
@@ -25,8 +32,10 @@ static int ignoring_getattr(const char *path, struct stat *st, struct fuse_file_
                 st->st_nlink = 2;
                 return 0;
         }
-        if (strcmp(path, "/" DEVICE_NAME) != 0)
+        if (strcmp(path, device_path) != 0)
                 return -ENOENT;
+        while (hang && opened)
+                pause(); /* a stalled server: the caller waits until it is killed */
         st->st_mode = S_IFREG | 0600;
         st->st_nlink = 1;
         st->st_size = sizeof(constant);
@@ -40,14 +49,15 @@ static int ignoring_readdir(const char *path, void *buf, fuse_fill_dir_t fill, o
                 return -ENOENT;
         fill(buf, ".", NULL, 0, 0);
         fill(buf, "..", NULL, 0, 0);
-        fill(buf, DEVICE_NAME, NULL, 0, 0);
+        fill(buf, device_path + 1, NULL, 0, 0);
         return 0;
 }
 
 static int ignoring_open(const char *path, struct fuse_file_info *fi) {
-        if (strcmp(path, "/" DEVICE_NAME) != 0)
+        if (strcmp(path, device_path) != 0)
                 return -ENOENT;
         fi->direct_io = 1; /* no page cache: every read asks us */
+        opened = true;
         return 0;
 }
 
@@ -82,10 +92,13 @@ static const struct fuse_operations operations = {
 };
 
 int main(int argc, char *argv[]) {
-        if (argc != 2) {
-                fprintf(stderr, "Usage: %s MOUNTPOINT\n", argv[0]);
+        if (argc < 2 || argc > 4 || (argc == 4 && strcmp(argv[3], "hang") != 0)) {
+                fprintf(stderr, "Usage: %s MOUNTPOINT [NAME [hang]]\n", argv[0]);
                 return 2;
         }
-        char *args[] = { argv[0], "-f", "-s", argv[1], NULL };
-        return fuse_main(4, args, &operations, NULL);
+        if (argc > 2)
+                snprintf(device_path, sizeof(device_path), "/%s", argv[2]);
+        hang = argc == 4;
+        char *args[] = { argv[0], "-f", "-s", "-o", "attr_timeout=0,entry_timeout=0", argv[1], NULL };
+        return fuse_main(6, args, &operations, NULL);
 }

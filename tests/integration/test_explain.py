@@ -352,6 +352,46 @@ class TestKernelIgnoringWrites(ExplainTestCase):
         self.assertEqual(self.daemon.output().count("The kernel ignores writes"), 1)
 
 
+@unittest.skipUnless(IS_ROOT, "needs root: mounting a FUSE file system")
+class TestStalledFileSystem(ExplainTestCase):
+    """A process holding a file named like the device on a FUSE mount whose
+    server never answers getattr (a hostile user's mount): the scan must
+    not wait for it, so Explain() answers and names no such holder."""
+
+    def setUp(self):
+        super().setUp()
+        if not IGNORING_DEVICE:
+            self.skipTest("pmqos-ignoring-device was not built (no libfuse3)")
+        self.mount = tempfile.mkdtemp(prefix="pmqos-fuse-")
+        # Named like the device pmqosd holds (the real one, or the stand-in).
+        name = os.path.basename(self.kernel.path)
+        self.fuse = subprocess.Popen([IGNORING_DEVICE, self.mount, name, "hang"])
+        self.addCleanup(self.unmount)
+        path = os.path.join(self.mount, name)
+        wait_for(lambda: os.path.exists(path), what="the FUSE file")
+        self.holder = subprocess.Popen([sys.executable, "-c", "import os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
+                                        "print(flush=True); sys.stdin.read()", path],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.holder.stdout.readline()
+
+    def unmount(self):
+        self.fuse.kill()  # its getattr never returns: no clean unmount
+        self.fuse.wait(10)
+        subprocess.run(["umount", "-l", self.mount], check=False)
+        self.holder.kill()
+        self.holder.wait(10)
+        self.holder.stdout.close()
+        os.rmdir(self.mount)
+
+    def test_scan_does_not_wait(self):
+        c = self.client()
+        t0 = time.monotonic()
+        e = c.call("Explain", None, iface=NATIVE_IFACE, timeout=5000)[0]
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertNotIn(self.holder.pid, [h["pid"] for h in e["external_holders"]])
+        self.assertTrue(e["external_holders_complete"])
+
+
 if not IS_ROOT:
     skip_notice("Explain() on the real device", "needs root")
 if not IGNORING_DEVICE:
