@@ -22,8 +22,20 @@ bool log_is_verbose(void) {
 }
 
 static void log_va(int level, const char *fmt, va_list ap) {
-        char line[1024];
-        vsnprintf(line, sizeof(line), fmt, ap);
+        char line[2048];
+        int n = vsnprintf(line, sizeof(line), fmt, ap);
+        /* A line cut short ends at a character, never inside one: the log stays UTF-8. */
+        if (n >= (int) sizeof(line)) {
+                size_t len = sizeof(line) - 1, start = len;
+                while (start > 0 && ((unsigned char) line[start - 1] & 0xc0) == 0x80)
+                        start--; /* back over the continuation bytes at the end */
+                if (start > 0) {
+                        unsigned char lead = (unsigned char) line[start - 1];
+                        size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+                        if (start - 1 + need > len)
+                                line[start - 1] = 0; /* that character did not fit whole */
+                }
+        }
         if (journal_prefix < 0)
                 journal_prefix = getenv("JOURNAL_STREAM") != NULL;
         if (journal_prefix)

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "text.h"
 #include "unit.h"
 
 /* Runs f with stderr going to a file; returns what it wrote. */
@@ -35,6 +36,24 @@ static unsigned count(const char *text, const char *what) {
                 n++;
         return n;
 }
+
+static void long_line(void) {
+        char text[5001];
+        for (size_t i = 0; i + 2 <= 5000; i += 2)
+                memcpy(text + i, "\xc3\xa9", 2); /* "é": two bytes, so the cut can land inside one */
+        text[5000] = 0;
+        log_info("xy%s", text); /* an odd number of bytes before the cut at 2047 */
+}
+
+START_TEST(test_long_line_cut_at_a_character) {
+        char *out = capture(long_line);
+        size_t len = strlen(out);
+        ck_assert_uint_gt(len, 1000);
+        ck_assert_uint_lt(len, 2100);
+        ck_assert(utf8_is_valid(out, len)); /* was cut inside "é" at 1023 bytes */
+        free(out);
+}
+END_TEST
 
 static void flood(void) {
         for (int i = 0; i < 1000; i++)
@@ -66,6 +85,7 @@ int main(void) {
         Suite *s = suite_create("log");
         TCase *tc = tcase_create("log");
         tcase_add_test(tc, test_flood_is_cut);
+        tcase_add_test(tc, test_long_line_cut_at_a_character);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_NOFORK);
 }
