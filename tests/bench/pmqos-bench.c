@@ -51,14 +51,14 @@ typedef struct Config {
 
 typedef struct Row {
         const char *figure;
-        char value[128];
+        char value[160];
         char target[96];
         bool pass;
         bool has_target;
         double number; /* for --json */
 } Row;
 
-static Row rows[16];
+static Row rows[20];
 static int n_rows;
 static char tmpdir[256];
 static char runtime_dir[300]; /* on a tmpfs, as /run is under systemd */
@@ -508,6 +508,11 @@ static void update(sd_bus *bus, uint32_t cookie, int32_t value) {
                 exit(EXIT_FAILURE);
 }
 
+static void get_latency(sd_bus *bus) {
+        if (sd_bus_call_method(bus, BUS_NAME, PATH, QOS, "GetLatency", NULL, NULL, "s", "cpu_dma") < 0)
+                exit(EXIT_FAILURE);
+}
+
 static void ping(sd_bus *bus) {
         if (sd_bus_call_method(bus, BUS_NAME, PATH, "org.freedesktop.DBus.Peer", "Ping", NULL, NULL, "") < 0)
                 exit(EXIT_FAILURE);
@@ -755,6 +760,72 @@ static void reap_crowd(pid_t group, int procs) {
 
 static void restart_with(const Config *c, const DaemonOptions *o);
 
+/* hostile flood: another user sends no-reply calls as fast as it can (the
+ * 128-reply bound does not hold them back); pmqosd's memory and honest
+ * callers' latency meanwhile. Without polkitd on the bench's bus every call
+ * is refused at once: the adversary suite has the polkitd case. */
+static void measure_flood(const Config *c, sd_bus *bus) {
+        int calls = c->quick ? 10000 : 100000, honest = 200;
+        uint64_t *before = calloc(honest, sizeof(uint64_t)), *during = calloc(200000, sizeof(uint64_t));
+        if (!before || !during)
+                die("memory", ENOMEM);
+        for (int i = 0; i < honest; i++) {
+                uint64_t t = now_ns();
+                get_latency(bus);
+                before[i] = now_ns() - t;
+        }
+        double p50_before = p50_us(before, honest);
+        long rss0 = status_field(daemon_pid, NULL, "VmRSS"), peak = rss0;
+
+        pid_t child = fork();
+        if (child < 0)
+                die("fork", errno);
+        if (child == 0) {
+                sd_bus *b = NULL;
+                if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0 ||
+                    sd_bus_open_system(&b) < 0)
+                        _exit(1);
+                for (int i = 0; i < calls; i++) {
+                        sd_bus_message *m = NULL;
+                        if (sd_bus_message_new_method_call(b, &m, BUS_NAME, PATH, QOS, "SetMinimumLatency") < 0 ||
+                            sd_bus_message_append(m, "si", "cpu_dma", 5) < 0 ||
+                            sd_bus_message_set_expect_reply(m, false) < 0 || sd_bus_send(b, m, NULL) < 0)
+                                _exit(1);
+                        sd_bus_message_unref(m);
+                        if (i % 256 == 0)
+                                (void) sd_bus_flush(b);
+                }
+                (void) sd_bus_flush(b);
+                _exit(0);
+        }
+        int n = 0;
+        uint64_t t0 = now_ns();
+        while (n < 200000) {
+                if (waitpid(child, NULL, WNOHANG) == child)
+                        break;
+                uint64_t t = now_ns();
+                get_latency(bus);
+                during[n++] = now_ns() - t;
+                if (n % 16 == 0) {
+                        long rss = status_field(daemon_pid, NULL, "VmRSS");
+                        if (rss > peak)
+                                peak = rss;
+                }
+        }
+        double secs = (double) (now_ns() - t0) / 1e9;
+        double p50_during = n > 0 ? p50_us(during, n) : p50_before;
+        Row *r = add_row("hostile flood");
+        snprintf(r->value, sizeof(r->value),
+                 "%d no-reply calls in %.1f s: RSS +%ld KiB; honest p50 %.0f µs = %.2f × before", calls, secs,
+                 peak - rss0, p50_during, p50_during / p50_before);
+        snprintf(r->target, sizeof(r->target), "≤ 8192 KiB, ≤ 3 × before");
+        r->number = p50_during / p50_before;
+        r->has_target = true;
+        r->pass = peak - rss0 <= 8192 && r->number <= 3;
+        free(before);
+        free(during);
+}
+
 static void measure_crowds(const Config *c) {
         int procs = 10, per_proc = c->quick ? 10 : 100;
         int n = procs * per_proc;
@@ -790,6 +861,7 @@ static void measure_crowds(const Config *c) {
                 die("watch RequestsChanged", EIO);
         ping(watch);
         int dev = open(c->device, O_RDONLY | O_CLOEXEC);
+        uint64_t d0 = cpu_ticks(daemon_pid), b0 = cpu_ticks(bus_pid);
         uint64_t t0 = now_ns(), released = 0;
         int changes = 0;
         kill(-group, SIGKILL);
@@ -808,6 +880,9 @@ static void measure_crowds(const Config *c) {
                         sd_bus_wait(watch, 1000);
         }
         uint64_t done = now_ns();
+        /* Whose work the wait is: pmqosd's CPU time and the bus's (ticks of 10 ms). */
+        double daemon_ms = (double) (cpu_ticks(daemon_pid) - d0) * 1000.0 / (double) sysconf(_SC_CLK_TCK);
+        double bus_ms = (double) (cpu_ticks(bus_pid) - b0) * 1000.0 / (double) sysconf(_SC_CLK_TCK);
         close(dev);
         sd_bus_flush_close_unref(watch);
         for (int p = 0; p < procs; p++)
@@ -816,10 +891,9 @@ static void measure_crowds(const Config *c) {
         long rss_after = status_field(daemon_pid, NULL, "VmRSS");
         r = add_row("mass vanish");
         snprintf(r->value, sizeof(r->value),
-                 "%d clients × 10: kernel free %.1f ms, %d/%d RequestsChanged %.1f ms; "
-                 "RSS %+ld KiB",
-                 n, released ? (double) (released - t0) / 1e6 : -1.0, changes, n, (double) (done - t0) / 1e6,
-                 rss_after - rss_before);
+                 "%d×10: free %.1f ms, %d/%d signals %.1f ms (CPU pmqosd %.0f, bus %.0f ms); RSS %+ld KiB", n,
+                 released ? (double) (released - t0) / 1e6 : -1.0, changes, n, (double) (done - t0) / 1e6, daemon_ms,
+                 bus_ms, rss_after - rss_before);
         snprintf(r->target, sizeof(r->target), "≤ 50 ms, all signals, RSS ±256 KiB");
         r->number = (double) (done - t0) / 1e6;
         r->has_target = true;
@@ -1099,10 +1173,10 @@ static void measure_load(const Config *c, sd_bus *bus, double floor_us, double p
         double vanish_us = measure_vanish(c);
         r = add_row("vanish");
         snprintf(r->value, sizeof(r->value), "p50 %.0f µs to release %d requests", vanish_us, c->vanish_requests);
-        snprintf(r->target, sizeof(r->target), "≤ 2000 µs");
+        snprintf(r->target, sizeof(r->target), "≤ 1000 µs");
         r->number = vanish_us;
         r->has_target = true;
-        r->pass = vanish_us <= 2000;
+        r->pass = vanish_us <= 1000;
 
         /* idle */
         sd_bus *idle_conn = connect_bus();
@@ -1168,12 +1242,12 @@ static void print_rows(const Config *c) {
         }
         printf("bus: %s\n", bus_name);
         print_padded("FIGURE", 16);
-        print_padded("VALUE", 74);
+        print_padded("VALUE", 90);
         print_padded("TARGET", 34);
         printf("RESULT\n");
         for (int i = 0; i < n_rows; i++) {
                 print_padded(rows[i].figure, 16);
-                print_padded(rows[i].value, 74);
+                print_padded(rows[i].value, 90);
                 print_padded(rows[i].target, 34);
                 printf("%s\n", !rows[i].has_target ? "-" : rows[i].pass ? "PASS" : "FAIL");
         }
@@ -1252,20 +1326,24 @@ int main(int argc, char *argv[]) {
         snprintf(r->target, sizeof(r->target), "(baseline)");
         r->number = floor_us;
 
-        r = add_row("request+cancel");
-        snprintf(r->value, sizeof(r->value), "pair p50 %.1f µs = %.2f × 2×floor", pair_us, pair_us / (2 * floor_us));
-        snprintf(r->target, sizeof(r->target), "≤ 1.30 × 2×floor");
-        r->number = pair_us / (2 * floor_us);
-        r->has_target = true;
-        r->pass = r->number <= 1.30;
+        /* Judged against what the bus itself costs for the contract's reply and
+         * five signals (the reference peer), not against bare Pings. */
         r = add_row("reference");
-        snprintf(r->value, sizeof(r->value), "reply+5 signals p50 %.1f µs = %.2f × 2×floor; pmqosd %.2f × it", ref_us,
-                 ref_us / (2 * floor_us), pair_us / ref_us);
+        snprintf(r->value, sizeof(r->value), "reply+5 signals p50 %.1f µs = %.2f × 2×floor", ref_us,
+                 ref_us / (2 * floor_us));
         snprintf(r->target, sizeof(r->target), "(what the spec's signals cost)");
+        r->number = ref_us / (2 * floor_us);
+        r = add_row("request+cancel");
+        snprintf(r->value, sizeof(r->value), "pair p50 %.1f µs = %.2f × reference (%.2f × 2×floor)", pair_us,
+                 pair_us / ref_us, pair_us / (2 * floor_us));
+        snprintf(r->target, sizeof(r->target), "≤ 1.10 × reference");
         r->number = pair_us / ref_us;
+        r->has_target = true;
+        r->pass = r->number <= 1.10;
         if (!c.pairs_only) {
                 measure_load(&c, bus, floor_us, pair_us, rss_start);
                 measure_crowds(&c);
+                measure_flood(&c, bus);
                 open_notify();
                 measure_record(&c);
                 measure_restart(&c);
@@ -1276,7 +1354,7 @@ int main(int argc, char *argv[]) {
         print_rows(&c);
 
         if (c.quick)
-                return n_rows == (c.pairs_only ? 3 : 14) ? 0 : 1; /* smoke: every row produced */
+                return n_rows == (c.pairs_only ? 3 : 15) ? 0 : 1; /* smoke: every row produced */
         for (int i = 0; i < n_rows; i++)
                 if (rows[i].has_target && !rows[i].pass)
                         return 1;
