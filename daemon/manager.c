@@ -89,17 +89,38 @@ static int emit_properties(Manager *m, const ChangeSet *changes) {
         return sd_bus_emit_properties_changed_strv(m->bus, PMQOS_OBJECT_PATH, PMQOS_NATIVE_INTERFACE, (char **) names);
 }
 
+/* PropertiesChanged and STATUS= say what holds now, not every step: a burst
+ * of changes (a thousand clients leaving at once) is told once, when the
+ * burst is over — an idle-priority event, run when nothing else is pending. */
+static int on_publish(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+        ChangeSet c = m->pending;
+
+        (void) s;
+        m->pending = (ChangeSet){};
+        int r = emit_properties(m, &c);
+        if (r < 0)
+                log_warning("Cannot emit PropertiesChanged: %s", strerror(-r));
+        if (c.latency || c.count)
+                manager_notify_status(m);
+        return 0;
+}
+
 void manager_publish(Manager *m, const ChangeSet *changes) {
         if (changes->requests)
                 manager_arm_expiry(m);
         if (!m->bus)
                 return;
+        /* LatencyChanged and RequestsChanged: one per change, as the contract says. */
         int r = emit_compat(m, changes);
-        int k = emit_properties(m, changes);
-        if (r < 0 || k < 0)
-                log_warning("Cannot emit change signals: %s", strerror(-(r < 0 ? r : k)));
-        if (changes->latency || changes->count)
-                manager_notify_status(m);
+        if (r < 0)
+                log_warning("Cannot emit change signals: %s", strerror(-r));
+        m->pending.latency |= changes->latency;
+        m->pending.count |= changes->count;
+        m->pending.floor |= changes->floor;
+        m->pending.battery |= changes->battery;
+        if (m->pending.latency || m->pending.count || m->pending.floor || m->pending.battery)
+                (void) sd_event_source_set_enabled(m->publish_source, SD_EVENT_ONESHOT);
 }
 
 static int on_expiry(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -155,6 +176,12 @@ int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config) {
         if (r >= 0)
                 r = sd_event_source_set_enabled(m->expiry_source, SD_EVENT_OFF);
         if (r >= 0)
+                r = sd_event_add_defer(event, &m->publish_source, on_publish, m);
+        if (r >= 0)
+                r = sd_event_source_set_priority(m->publish_source, SD_EVENT_PRIORITY_IDLE);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->publish_source, SD_EVENT_OFF);
+        if (r >= 0)
                 r = explainer_attach_event(m);
         if (r >= 0)
                 r = auth_new(&m->auth, event, m->limits.max_polkit_in_flight);
@@ -189,6 +216,7 @@ Manager *manager_free(Manager *m) {
         clients_done(&m->clients);
         auth_free(m->auth);
         sd_event_source_disable_unref(m->expiry_source);
+        sd_event_source_disable_unref(m->publish_source);
         for (size_t i = 0; i < ELEMENTSOF(m->battery_slots); i++)
                 sd_bus_slot_unref(m->battery_slots[i]);
         free(m->upower_owner);

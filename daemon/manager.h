@@ -37,6 +37,8 @@ typedef struct Manager {
         Limits limits;
         Explainer explainer;
         sd_event_source *expiry_source; /* armed for the earliest deadline only */
+        sd_event_source *publish_source; /* PropertiesChanged and STATUS= of pending, once a burst is over */
+        ChangeSet pending;
         sd_bus_slot *battery_slots[3];  /* UPower's PropertiesChanged, its owner, a Get in flight */
         char *upower_owner;             /* the unique name that answered for UPower, whose signals count */
         RuleWatch **rule_watches;       /* one per unit rule (unit-rules.c) */
@@ -64,8 +66,9 @@ int manager_attach_bus(Manager *m, sd_bus *bus);
 int manager_start(Manager *m, ChangeSet *ret_changes);
 
 /* What a transaction changed, made known: LatencyChanged and RequestsChanged
- * at both object paths, PropertiesChanged, STATUS=; and the deadline timer
- * follows the requests. The only function that emits signals. */
+ * at both object paths at once; PropertiesChanged and STATUS= once the
+ * current burst of changes is over; and the deadline timer follows the
+ * requests. The only function that emits signals. */
 void manager_publish(Manager *m, const ChangeSet *changes);
 
 /* The one deadline timer, armed for the earliest timed request. */
