@@ -371,9 +371,11 @@ void explainer_done(Explainer *e) {
         free(e->next);
         e->helper_source = sd_event_source_disable_unref(e->helper_source);
         e->defer_source = sd_event_source_disable_unref(e->defer_source);
-        if (e->helper_fd >= 0) {
+        if (e->helper_fd >= 0)
                 close(e->helper_fd);
-                /* Not waited for politely: a scan never keeps pmqosd from ending. */
+        /* Not waited for politely: a scan never keeps pmqosd from ending. (A
+         * pid of 0 would be our whole process group.) */
+        if (e->helper_pid > 0) {
                 (void) kill(e->helper_pid, SIGKILL);
                 (void) waitpid(e->helper_pid, NULL, 0);
         }

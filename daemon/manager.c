@@ -159,6 +159,7 @@ int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config) {
         if (!m)
                 return -ENOMEM;
         m->event = sd_event_ref(event);
+        m->explainer.helper_fd = -1; /* before anything can fail: manager_free() looks at it */
         m->limits = config->limits;
         m->notify = getenv("NOTIFY_SOCKET") != NULL;
         clients_init(&m->clients, m->limits.max_clients, on_departed, m);
@@ -170,7 +171,6 @@ int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config) {
                 return r;
         }
         /* Before any thread exists (polkit's) and while root: the helper is a fork. */
-        m->explainer.helper_fd = -1;
         (void) explainer_start_helper(m, config->helper_uid, config->helper_gid);
         r = sd_event_add_time(event, &m->expiry_source, CLOCK_REALTIME, UINT64_MAX, 1000, on_expiry, m);
         if (r >= 0)
