@@ -36,12 +36,12 @@ typedef struct Manager {
         Auth *auth;
         Limits limits;
         Explainer explainer;
-        sd_event_source *expiry_source; /* armed for the earliest deadline only */
+        sd_event_source *expiry_source;  /* armed for the earliest deadline only */
         sd_event_source *publish_source; /* PropertiesChanged and STATUS= of pending, once a burst is over */
         ChangeSet pending;
-        sd_bus_slot *battery_slots[3];  /* UPower's PropertiesChanged, its owner, a Get in flight */
-        char *upower_owner;             /* the unique name that answered for UPower, whose signals count */
-        RuleWatch **rule_watches;       /* one per unit rule (unit-rules.c) */
+        sd_bus_slot *battery_slots[3]; /* UPower's PropertiesChanged, its owner, a Get in flight */
+        char *upower_owner;            /* the unique name that answered for UPower, whose signals count */
+        RuleWatch **rule_watches;      /* one per unit rule (unit-rules.c) */
         size_t n_rule_watches;
         sd_bus_slot *systemd_slots[3]; /* systemd's owner, UnitNew, a Subscribe in flight */
         char *systemd_owner;           /* the unique name that answered for systemd, whose signals count */
