@@ -47,11 +47,12 @@ static int close_entry(sd_bus_message *reply) {
         return r < 0 ? r : sd_bus_message_close_container(reply);
 }
 
-/* The strictest global request, the oldest of equals: what sets the bound. */
+/* The strictest global cpu_dma request, the oldest of equals: what sets the bound. */
 static const Request *binding_request(const Core *c, int32_t min) {
         const Request *best = NULL;
         STORE_FOREACH(req, &c->store)
-        if (req->n_cpus == 0 && req->value == min && (!best || req->created_usec < best->created_usec))
+        if (req->type == QOS_TYPE_CPU_DMA && req->n_cpus == 0 && req->value == min &&
+            (!best || req->created_usec < best->created_usec))
                 best = req;
         return best;
 }

@@ -91,6 +91,14 @@ class TestWakeup(WakeupTestCase):
         e = c.call("Explain", None, iface=NATIVE_IFACE)[0]
         self.assertEqual((e["wakeup_effective"], e["wakeup_kernel"]), (40, 40))
 
+    def test_binding_is_of_cpu_dma(self):
+        c = self.client()
+        c.call("RequestLatency", "sib", "cpu_wakeup", 20, False)  # older, same value
+        dma = c.request(20)
+        e = c.call("Explain", None, iface=NATIVE_IFACE)[0]
+        if e["kernel"] == 20:
+            self.assertEqual((e["bound_by"], e["binding"]["cookie"], e["binding"]["type"]), ("request", dma, "cpu_dma"))
+
     def test_cpus_refused_and_floor_applies(self):
         c = self.client()
         name, message = c.call_error("Request", "sia{sv}", "cpu_wakeup", 5, {"cpus": GLib.Variant("au", [0])},
