@@ -3,6 +3,7 @@
  * (poll only), so a bound of 0 is written as "n/a". */
 
 #include "cpu-sink.h"
+#include "cpuidle.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -105,21 +106,6 @@ static int write_value(const CpuSink *s, uint32_t cpu, const char *text) {
         return (size_t) n == len ? 0 : -EIO;
 }
 
-static int read_text(const char *path, char *buf, size_t size) {
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        ssize_t n = read(fd, buf, size - 1);
-        int r = n < 0 ? -errno : 0;
-        close(fd);
-        if (r < 0)
-                return r;
-        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-                n--;
-        buf[n] = 0;
-        return 0;
-}
-
 int cpu_sink_check_cpu(const CpuSink *s, uint32_t cpu) {
         char path[512], buf[16];
 
@@ -127,7 +113,7 @@ int cpu_sink_check_cpu(const CpuSink *s, uint32_t cpu) {
                 return -ENOENT;
         /* cpu0 often has no "online" file: it cannot go offline. */
         cpu_path(s, cpu, "online", path, sizeof(path));
-        if (read_text(path, buf, sizeof(buf)) == 0 && strcmp(buf, "1") != 0)
+        if (sysfs_read_at(AT_FDCWD, path, buf, sizeof(buf)) >= 0 && strcmp(buf, "1") != 0)
                 return -EHOSTDOWN;
         return 0;
 }

@@ -15,7 +15,7 @@
 
 #define CPUIDLE_NAME_MAX 64u
 
-static int read_file(int dir, const char *name, char *buf, size_t size) {
+int sysfs_read_at(int dir, const char *name, char *buf, size_t size) {
         int fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return -errno;
@@ -44,7 +44,7 @@ int cpuidle_parse_u64(const char *text, uint64_t *ret) {
 
 static int read_u64(int dir, const char *name, uint64_t *ret) {
         char buf[32] = "";
-        int r = read_file(dir, name, buf, sizeof(buf));
+        int r = sysfs_read_at(dir, name, buf, sizeof(buf));
         return r < 0 ? r : cpuidle_parse_u64(buf, ret);
 }
 
@@ -52,7 +52,7 @@ static int read_u64(int dir, const char *name, uint64_t *ret) {
 static int read_state(int dir, CpuIdleState *st) {
         char name[256] = "";
         uint64_t latency = 0, disable = 0;
-        int n = read_file(dir, "name", name, sizeof(name));
+        int n = sysfs_read_at(dir, "name", name, sizeof(name));
         if (n < 0 || read_u64(dir, "latency", &latency) < 0 || latency > UINT32_MAX)
                 return 0;
         (void) read_u64(dir, "disable", &disable); /* absent before Linux 5.5's per-state flag: not disabled */

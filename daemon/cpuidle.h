@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* The kernel has at most 10 (CPUIDLE_STATE_MAX); more is not a cpuidle tree. */
@@ -27,6 +28,10 @@ typedef struct CpuIdle {
  * whose files cannot be parsed ends the list there. -ENOMEM only. */
 int cpuidle_read(const char *sysfs_root, uint32_t cpu, CpuIdle *ret);
 void cpuidle_done(CpuIdle *idle);
+
+/* A sysfs file's text (name relative to dir, or AT_FDCWD), without its
+ * trailing newline and blanks: its length, or a negative errno. */
+int sysfs_read_at(int dir, const char *name, char *buf, size_t size);
 
 /* "123\n" → 123; anything else (sign, junk, overflow) → -EINVAL. For the files above. */
 int cpuidle_parse_u64(const char *text, uint64_t *ret);

@@ -15,31 +15,6 @@
 static Store store;
 static Request *req;
 
-static char *capture(void (*f)(void)) {
-        FILE *tmp = tmpfile();
-        ck_assert_ptr_nonnull(tmp);
-        fflush(stderr);
-        int saved = dup(STDERR_FILENO);
-        dup2(fileno(tmp), STDERR_FILENO);
-        f();
-        fflush(stderr);
-        dup2(saved, STDERR_FILENO);
-        close(saved);
-        long n = ftell(tmp);
-        char *buf = calloc(1, (size_t) n + 1);
-        rewind(tmp);
-        ck_assert_uint_eq(fread(buf, 1, (size_t) n, tmp), (size_t) n);
-        fclose(tmp);
-        return buf;
-}
-
-static unsigned count(const char *text, const char *what) {
-        unsigned n = 0;
-        for (const char *p = text; (p = strstr(p, what)); p++)
-                n++;
-        return n;
-}
-
 static void setup(void) {
         unsetenv("JOURNAL_STREAM");
         audit_reset();
@@ -72,7 +47,7 @@ static void each_kind(void) {
 
 START_TEST(test_what_each_entry_says) {
         ck_assert(!audit_to_journal());
-        char *out = capture(each_kind);
+        char *out = unit_capture_stderr(each_kind);
         ck_assert_ptr_nonnull(strstr(out, "New request 7 of uid 1000 pid 4711 (ardour --session x): 20 µs, reason: "
                                           "recording.\n"));
         ck_assert_ptr_nonnull(strstr(out, "Changed request 7 of uid 1000 pid 4711 (ardour --session x) from 20 µs to "
@@ -101,11 +76,11 @@ static void later(void) {
 }
 
 START_TEST(test_flood_is_limited_and_counted) {
-        char *out = capture(flood);
-        ck_assert_uint_eq(count(out, "The effective latency bound went"), AUDIT_BURST);
+        char *out = unit_capture_stderr(flood);
+        ck_assert_uint_eq(unit_count(out, "The effective latency bound went"), AUDIT_BURST);
         free(out);
-        out = capture(later);
-        ck_assert_uint_eq(count(out, "The effective latency bound went"), 1);
+        out = unit_capture_stderr(later);
+        ck_assert_uint_eq(unit_count(out, "The effective latency bound went"), 1);
         ck_assert_ptr_nonnull(strstr(out, "(800 earlier entries were left out: too many at once)"));
         free(out);
 }

@@ -11,32 +11,6 @@
 #include "text.h"
 #include "unit.h"
 
-/* Runs f with stderr going to a file; returns what it wrote. */
-static char *capture(void (*f)(void)) {
-        FILE *tmp = tmpfile();
-        ck_assert_ptr_nonnull(tmp);
-        fflush(stderr);
-        int saved = dup(STDERR_FILENO);
-        dup2(fileno(tmp), STDERR_FILENO);
-        f();
-        fflush(stderr);
-        dup2(saved, STDERR_FILENO);
-        close(saved);
-        long n = ftell(tmp);
-        char *buf = calloc(1, (size_t) n + 1);
-        rewind(tmp);
-        ck_assert_uint_eq(fread(buf, 1, (size_t) n, tmp), (size_t) n);
-        fclose(tmp);
-        return buf;
-}
-
-static unsigned count(const char *text, const char *what) {
-        unsigned n = 0;
-        for (const char *p = text; (p = strstr(p, what)); p++)
-                n++;
-        return n;
-}
-
 static void long_line(void) {
         char text[5001];
         for (size_t i = 0; i + 2 <= 5000; i += 2)
@@ -46,7 +20,7 @@ static void long_line(void) {
 }
 
 START_TEST(test_long_line_cut_at_a_character) {
-        char *out = capture(long_line);
+        char *out = unit_capture_stderr(long_line);
         size_t len = strlen(out);
         ck_assert_uint_gt(len, 1000);
         ck_assert_uint_lt(len, 2100);
@@ -66,17 +40,17 @@ static void next_window(void) {
 }
 
 START_TEST(test_flood_is_cut) {
-        char *out = capture(flood);
-        ck_assert_uint_eq(count(out, "\n"), LOG_CALLER_BURST);
-        ck_assert_uint_eq(count(out, "caller 0 failed"), 1);
-        ck_assert_uint_eq(count(out, "caller 20 failed"), 0);
+        char *out = unit_capture_stderr(flood);
+        ck_assert_uint_eq(unit_count(out, "\n"), LOG_CALLER_BURST);
+        ck_assert_uint_eq(unit_count(out, "caller 0 failed"), 1);
+        ck_assert_uint_eq(unit_count(out, "caller 20 failed"), 0);
         free(out);
 
         /* The next window says how many went unsaid, then logs again. */
-        out = capture(next_window);
-        ck_assert_uint_eq(count(out, "Suppressed 980 similar messages"), 1);
-        ck_assert_uint_eq(count(out, "caller after the flood"), 1);
-        ck_assert_uint_eq(count(out, "\n"), 2);
+        out = unit_capture_stderr(next_window);
+        ck_assert_uint_eq(unit_count(out, "Suppressed 980 similar messages"), 1);
+        ck_assert_uint_eq(unit_count(out, "caller after the flood"), 1);
+        ck_assert_uint_eq(unit_count(out, "\n"), 2);
         free(out);
 }
 END_TEST

@@ -74,3 +74,28 @@ int32_t unit_read_device(const char *path) {
         close(fd);
         return v;
 }
+
+char *unit_capture_stderr(void (*f)(void)) {
+        FILE *tmp = tmpfile();
+        ck_assert_ptr_nonnull(tmp);
+        fflush(stderr);
+        int saved = dup(STDERR_FILENO);
+        dup2(fileno(tmp), STDERR_FILENO);
+        f();
+        fflush(stderr);
+        dup2(saved, STDERR_FILENO);
+        close(saved);
+        long n = ftell(tmp);
+        char *buf = calloc(1, (size_t) n + 1);
+        rewind(tmp);
+        ck_assert_uint_eq(fread(buf, 1, (size_t) n, tmp), (size_t) n);
+        fclose(tmp);
+        return buf;
+}
+
+unsigned unit_count(const char *text, const char *what) {
+        unsigned n = 0;
+        for (const char *p = text; (p = strstr(p, what)); p++)
+                n++;
+        return n;
+}

@@ -24,3 +24,7 @@ void unit_write_file(const char *dir, const char *name, const char *text);
 const char *unit_read_file(const char *dir, const char *name);
 /* The int32 a stand-in device (a 4-byte file) holds. */
 int32_t unit_read_device(const char *path);
+/* Runs f with stderr going to a file; returns what it wrote (free() it). */
+char *unit_capture_stderr(void (*f)(void));
+/* How many times what occurs in text. */
+unsigned unit_count(const char *text, const char *what);
