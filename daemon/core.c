@@ -78,6 +78,7 @@ int core_init(Core *c, const CoreConfig *config) {
 }
 
 void core_done(Core *c) {
+        core_flush_record(c);
         if (c->cpus.n_originals > 0 && !c->keep_cpus) {
                 int r = cpu_sink_restore_all(&c->cpus);
                 if (r < 0)
@@ -224,10 +225,32 @@ static bool recorded(const Core *c, const Request *r) {
 
 /* The runtime record follows every request that is not persistent: lines
  * of one transaction, one write. */
+static void discard_pending_record(Core *c);
+
 static void record(Core *c, TextBuffer *lines, size_t n_lines, long live_delta) {
-        runtime_record_append(&c->record, lines, n_lines, live_delta, &c->store);
+        bool whole = c->pending_whole;
+        /* Departures first; written whole, the record has this transaction too. */
+        core_flush_record(c);
+        if (!whole)
+                runtime_record_append(&c->record, lines, n_lines, live_delta, &c->store);
         free(lines->data);
         *lines = (TextBuffer){};
+}
+
+static void discard_pending_record(Core *c) {
+        free(c->record_pending.data);
+        c->record_pending = (TextBuffer){};
+        c->pending_lines = 0;
+        c->pending_delta = 0;
+        c->pending_whole = false;
+}
+
+void core_flush_record(Core *c) {
+        if (c->pending_whole)
+                runtime_record_rewrite(&c->record, &c->store);
+        else if (c->pending_lines > 0)
+                runtime_record_append(&c->record, &c->record_pending, c->pending_lines, c->pending_delta, &c->store);
+        discard_pending_record(c);
 }
 
 /* The kernel refused: the caller put the store back; bring the kernel back too. */
@@ -383,28 +406,53 @@ int core_set_battery(Core *c, bool on_battery, int32_t battery_floor, ChangeSet 
 }
 
 int core_drop_owner(Core *c, RequestOwner *owner, ChangeSet *changes) {
-        Before b = before(c);
-        TextBuffer lines = {};
+        unsigned n_dying = store_unplace_owner(&c->store, owner);
+        int32_t effective = c->effective, wakeup = c->wakeup_effective;
+
+        int k = n_dying > 0 ? commit(c) : 0;
+        c->dropped_effective = effective;
+        c->dropped_wakeup = wakeup;
+        /* The floor stays; the count changes by the requests that die. */
+        *changes = (ChangeSet){ .latency = c->effective != effective,
+                                .wakeup = c->wakeup_effective != wakeup,
+                                .requests = owner->n_requests > 0,
+                                .count = n_dying > 0 };
+        return k;
+}
+
+void core_drop_owner_finish(Core *c, RequestOwner *owner) {
         size_t n_lines = 0;
         long delta = 0;
 
         for (Request *r = owner->head; r; r = r->owner_next) {
                 if (request_dies_with_owner(r))
                         audit_request_ended(r, r->value, AUDIT_END_OWNER_LEFT, r->uid);
-                if (!recorded(c, r))
-                        continue;
-                if (request_dies_with_owner(r)) {
-                        runtime_format_remove(&lines, r->cookie);
-                        delta--;
-                } else
-                        runtime_format_detach(&lines, r->cookie);
-                n_lines++;
+                if (recorded(c, r)) {
+                        n_lines++;
+                        delta -= request_dies_with_owner(r);
+                }
         }
-        unsigned n = store_drop_owner(&c->store, owner);
-        int k = n > 0 ? commit(c) : 0;
-        record(c, &lines, n_lines, delta); /* the store changed, whatever the kernel said */
-        changed(c, &b, n > 0, changes);
-        return k;
+        if (c->effective != c->dropped_effective)
+                audit_latency_changed(QOS_TYPE_CPU_DMA, c->dropped_effective, c->effective);
+        if (c->wakeup_effective != c->dropped_wakeup)
+                audit_latency_changed(QOS_TYPE_CPU_WAKEUP, c->dropped_wakeup, c->wakeup_effective);
+        /* A line per request, unless they (with those of departures before,
+         * not written yet) would have the record written whole anyway: then
+         * it is written whole once, from the outcome. */
+        if (!c->pending_whole &&
+            runtime_record_rewrite_due(&c->record, c->pending_lines + n_lines, c->pending_delta + delta)) {
+                c->pending_whole = true;
+                free(c->record_pending.data);
+                c->record_pending = (TextBuffer){};
+        }
+        for (Request *r = owner->head; r && !c->pending_whole; r = r->owner_next)
+                if (recorded(c, r) && request_dies_with_owner(r))
+                        runtime_format_remove(&c->record_pending, r->cookie);
+                else if (recorded(c, r))
+                        runtime_format_detach(&c->record_pending, r->cookie);
+        c->pending_lines += n_lines;
+        c->pending_delta += delta;
+        (void) store_drop_owner(&c->store, owner);
 }
 
 int core_expire(Core *c, int64_t now, ChangeSet *changes) {
@@ -547,8 +595,11 @@ int core_start(Core *c, const char *bus_id, RequestOwner *const *owners, int64_t
                 *changes = (ChangeSet){};
                 return r;
         }
-        if (bus_id)
+        if (bus_id) {
+                /* Written whole from the store: whatever was left behind is in it. */
+                discard_pending_record(c);
                 (void) runtime_record_start(&c->record, bus_id, &c->store); /* logs */
+        }
         if (n_adopted + n_dropped > 0)
                 log_info("Re-adopted %zu request(s) of the previous run (%zu timed ones without an owner on the bus); "
                          "%zu ended with their owner or deadline while pmqosd was down.",

@@ -49,15 +49,21 @@ typedef struct Core {
         char *state_dir;
         uid_t state_owner;
         RuntimeRecord record;
-        RuntimeData adoptable;    /* what the previous run recorded, until core_start() */
-        bool device_adopted;      /* the device descriptor came from the service manager */
-        bool wakeup_adopted;      /* so did the wakeup device's */
-        bool keep_cpus;           /* core_done() leaves per-CPU bounds for the next run (a restart) */
-        int32_t admin_floor;      /* set over the bus, persisted; PMQOS_LATENCY_NONE if unset */
-        int32_t default_floor;    /* from the configuration; PMQOS_LATENCY_NONE if unset */
-        int32_t battery_floor;    /* from the configuration: a further floor while on_battery */
-        bool on_battery;          /* as UPower last said; false without UPower */
-        int32_t effective;        /* what the device was last given, as the API reports it */
+        /* Departures' record lines, written after their signals (core_flush_record()) */
+        TextBuffer record_pending;
+        size_t pending_lines;
+        long pending_delta;
+        bool pending_whole;                        /* instead of lines: the record is to be written whole */
+        int32_t dropped_effective, dropped_wakeup; /* before core_drop_owner(), for core_drop_owner_finish() */
+        RuntimeData adoptable;                     /* what the previous run recorded, until core_start() */
+        bool device_adopted;                       /* the device descriptor came from the service manager */
+        bool wakeup_adopted;                       /* so did the wakeup device's */
+        bool keep_cpus;                            /* core_done() leaves per-CPU bounds for the next run (a restart) */
+        int32_t admin_floor;                       /* set over the bus, persisted; PMQOS_LATENCY_NONE if unset */
+        int32_t default_floor;                     /* from the configuration; PMQOS_LATENCY_NONE if unset */
+        int32_t battery_floor;                     /* from the configuration: a further floor while on_battery */
+        bool on_battery;                           /* as UPower last said; false without UPower */
+        int32_t effective;                         /* what the device was last given, as the API reports it */
         int32_t wakeup_effective; /* what the wakeup device was last given; PMQOS_LATENCY_NONE without one */
         bool state_dirty;         /* persistent requests or the admin floor changed: saved durably */
         bool originals_dirty;     /* only CPU originals changed: they mean nothing after a reboot, so the
@@ -125,7 +131,23 @@ int core_set_battery(Core *c, bool on_battery, int32_t battery_floor, ChangeSet 
 /* These cannot be undone (the owner left, the time came): on a kernel
  * failure the store change stays, the error is returned, and the next
  * successful transaction brings the kernel along. */
+/* The owner left. First the kernel: its dying requests stop counting and the
+ * kernel is brought to the rest, *changes says what that changed; then,
+ * once the signals that a waiting client needs are out,
+ * core_drop_owner_finish() forgets them (audit trail, record, memory).
+ * Nothing else may use c in between. */
 int core_drop_owner(Core *c, RequestOwner *owner, ChangeSet *changes);
+void core_drop_owner_finish(Core *c, RequestOwner *owner);
+/* Departures leave the runtime record behind: nobody waits for it, and a
+ * record that still names a departed owner adopts nothing of it after a
+ * restart (its requests end, or stay detached if timed, as the lines would
+ * have said). The next transaction that records, and core_done(), bring it
+ * along first; its lines are bounded (past the size of a rewrite, the
+ * record is due to be written whole instead). */
+void core_flush_record(Core *c);
+static inline bool core_record_pending(const Core *c) {
+        return c->pending_whole || c->pending_lines > 0;
+}
 int core_expire(Core *c, int64_t now, ChangeSet *changes);
 
 /* The earliest deadline of a timed request (CLOCK_REALTIME µs), or 0. */

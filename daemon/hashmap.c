@@ -68,7 +68,7 @@ static size_t find_slot(const Hashmap *h, const void *key, uint64_t hash) {
         size_t mask = h->n_buckets - 1;
         for (size_t i = hash & mask;; i = (i + 1) & mask) {
                 const HashmapEntry *e = &h->entries[i];
-                if (!e->key || h->ops->equal(e->key, key))
+                if (!e->key || (e->hash == hash && h->ops->equal(e->key, key)))
                         return i;
         }
 }
@@ -85,7 +85,7 @@ static int resize(Hashmap *h, size_t n_buckets) {
         h->n_buckets = n_buckets;
         for (size_t i = 0; i < old_n; i++)
                 if (old[i].key)
-                        h->entries[find_slot(h, old[i].key, h->ops->hash(old[i].key))] = old[i];
+                        h->entries[find_slot(h, old[i].key, old[i].hash)] = old[i];
         free(old);
         return 0;
 }
@@ -104,7 +104,7 @@ int hashmap_put(Hashmap *h, const void *key, void *value) {
         if (h->entries[i].key)
                 return -EEXIST;
 
-        h->entries[i] = (HashmapEntry){ .key = key, .value = value };
+        h->entries[i] = (HashmapEntry){ .key = key, .value = value, .hash = hash };
         h->n_entries++;
         return 0;
 }
@@ -131,7 +131,7 @@ void *hashmap_remove(Hashmap *h, const void *key) {
         /* Shift later members of the probe run back into the hole, as long as
          * that does not move one before its home bucket. */
         for (size_t j = (i + 1) & mask; h->entries[j].key; j = (j + 1) & mask) {
-                size_t home = h->ops->hash(h->entries[j].key) & mask;
+                size_t home = h->entries[j].hash & mask;
                 bool movable = i <= j ? (home <= i || home > j) : (home <= i && home > j);
                 if (movable) {
                         h->entries[i] = h->entries[j];

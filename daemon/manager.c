@@ -5,8 +5,11 @@
 #include "manager.h"
 
 #include <errno.h>
+#include <malloc.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
@@ -71,56 +74,114 @@ static int emit_compat(Manager *m, const ChangeSet *changes) {
         return r;
 }
 
+/* Built here rather than by sd_bus_emit_properties_changed(), which looks
+ * every property up in the vtables and calls its getter: the values are at
+ * hand, and this runs after every change. */
 static int emit_properties(Manager *m, const ChangeSet *changes) {
-        const char *names[5];
-        size_t n = 0;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *s = NULL;
+        int r;
 
-        if (changes->latency)
-                names[n++] = "EffectiveLatency";
-        if (changes->count)
-                names[n++] = "RequestCount";
-        if (changes->floor)
-                names[n++] = "MinimumLatency";
-        if (changes->battery)
-                names[n++] = "OnBattery";
-        if (n == 0)
+        if (!changes->latency && !changes->count && !changes->floor && !changes->battery)
                 return 0;
-        names[n] = NULL;
-        return sd_bus_emit_properties_changed_strv(m->bus, PMQOS_OBJECT_PATH, PMQOS_NATIVE_INTERFACE, (char **) names);
+        r = sd_bus_message_new_signal(m->bus, &s, PMQOS_OBJECT_PATH, "org.freedesktop.DBus.Properties",
+                                      "PropertiesChanged");
+        if (r >= 0)
+                r = sd_bus_message_append(s, "s", PMQOS_NATIVE_INTERFACE);
+        if (r >= 0)
+                r = sd_bus_message_open_container(s, 'a', "{sv}");
+        if (r >= 0 && changes->latency)
+                r = sd_bus_message_append(s, "{sv}", "EffectiveLatency", "i", m->core.effective);
+        if (r >= 0 && changes->count)
+                r = sd_bus_message_append(s, "{sv}", "RequestCount", "u", (uint32_t) store_size(&m->core.store));
+        if (r >= 0 && changes->floor)
+                r = sd_bus_message_append(s, "{sv}", "MinimumLatency", "i", core_floor(&m->core));
+        if (r >= 0 && changes->battery)
+                r = sd_bus_message_append(s, "{sv}", "OnBattery", "b", (int) m->core.on_battery);
+        if (r >= 0)
+                r = sd_bus_message_close_container(s);
+        if (r >= 0)
+                r = sd_bus_message_append(s, "as", 0);
+        if (r >= 0)
+                r = sd_bus_send(m->bus, s, NULL);
+        return r;
 }
 
 /* PropertiesChanged and STATUS= say what holds now, not every step: a burst
  * of changes (a thousand clients leaving at once) is told once, when the
- * burst is over — an idle-priority event, run when nothing else is pending. */
+ * burst is over — an idle-priority event, run when nothing else is pending.
+ * A change with nothing behind it is told at once, without that extra turn
+ * of the event loop. */
+/* glibc keeps what a burst freed (a thousand clients of ten requests each
+ * leaving left 2 MiB resident): once at least TRIM_MIN_FREED of what is
+ * tracked (requests and clients) went since its peak, and no fewer than are
+ * left, the free memory goes back to the kernel — a handful of times for a
+ * burst of any size. After a change, never on a timer. */
+#define TRIM_MIN_FREED 256u
+
+static void give_back_memory(Manager *m) {
+        size_t n = store_size(&m->core.store) + hashmap_size(&m->clients.by_name);
+        if (n > m->trim_high)
+                m->trim_high = n;
+        else if (m->trim_high - n >= TRIM_MIN_FREED && m->trim_high - n >= n) {
+                (void) malloc_trim(0);
+                m->trim_high = n;
+        }
+}
+
 static int on_publish(sd_event_source *s, void *userdata) {
         Manager *m = userdata;
         ChangeSet c = m->pending;
 
         (void) s;
         m->pending = (ChangeSet){};
+        (void) sd_event_source_set_enabled(m->publish_source, SD_EVENT_OFF);
         int r = emit_properties(m, &c);
         if (r < 0)
                 log_warning("Cannot emit PropertiesChanged: %s", strerror(-r));
         if (c.latency || c.count)
                 manager_notify_status(m);
+        if (c.count)
+                give_back_memory(m);
         return 0;
 }
 
-void manager_publish(Manager *m, const ChangeSet *changes) {
+/* Whether more messages wait in the bus connection's socket: then this
+ * change is one of a burst. */
+static bool bus_input_waiting(sd_bus *bus) {
+        int fd = sd_bus_get_fd(bus), n = 0;
+        return fd >= 0 && ioctl(fd, FIONREAD, &n) >= 0 && n > 0;
+}
+
+/* LatencyChanged and RequestsChanged: one per change, as the contract says. */
+static void publish_now(Manager *m, const ChangeSet *changes) {
+        if (!m->bus)
+                return;
+        int r = emit_compat(m, changes);
+        if (r < 0)
+                log_warning("Cannot emit change signals: %s", strerror(-r));
+}
+
+/* The rest of a change: the expiry timer, and what is told once a burst is over. */
+static void publish_rest(Manager *m, const ChangeSet *changes) {
         if (changes->requests)
                 manager_arm_expiry(m);
         if (!m->bus)
                 return;
-        /* LatencyChanged and RequestsChanged: one per change, as the contract says. */
-        int r = emit_compat(m, changes);
-        if (r < 0)
-                log_warning("Cannot emit change signals: %s", strerror(-r));
         m->pending.latency |= changes->latency;
         m->pending.count |= changes->count;
         m->pending.floor |= changes->floor;
         m->pending.battery |= changes->battery;
-        if (m->pending.latency || m->pending.count || m->pending.floor || m->pending.battery)
+        if (!m->pending.latency && !m->pending.count && !m->pending.floor && !m->pending.battery)
+                return;
+        if (bus_input_waiting(m->bus))
                 (void) sd_event_source_set_enabled(m->publish_source, SD_EVENT_ONESHOT);
+        else
+                (void) on_publish(m->publish_source, m);
+}
+
+void manager_publish(Manager *m, const ChangeSet *changes) {
+        publish_now(m, changes);
+        publish_rest(m, changes);
 }
 
 static int on_expiry(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -136,6 +197,9 @@ static int on_expiry(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+/* A departure of this many requests lets the woken peers run before its bookkeeping. */
+#define DEPARTURE_YIELD_MIN 64u
+
 /* A client left: its dying requests go in one transaction, one signal. */
 static void on_departed(Client *c, void *userdata) {
         Manager *m = userdata;
@@ -144,10 +208,20 @@ static void on_departed(Client *c, void *userdata) {
         if (c->owner.n_requests == 0)
                 return;
         unsigned n = c->owner.n_requests;
+        /* The kernel and LatencyChanged first: whoever waits for the bound to
+         * lift hears it before the bookkeeping of a thousand requests. */
         int r = core_drop_owner(&m->core, &c->owner, &changes);
         if (r < 0)
                 log_error("Cannot lift the requests of %s from %s: %s", c->name, m->core.sink.path, strerror(-r));
-        manager_publish(m, &changes);
+        publish_now(m, &changes);
+        /* That bookkeeping takes a few hundred µs for a thousand requests; the
+         * bus, and whoever waits for LatencyChanged, were just woken and run
+         * first where they share this CPU (measured: vanish p50 1.08 → 0.86 ms
+         * on two cores). Once per large departure, never in a loop. */
+        if (n >= DEPARTURE_YIELD_MIN)
+                (void) sched_yield();
+        core_drop_owner_finish(&m->core, &c->owner);
+        publish_rest(m, &changes);
         log_debug("%s left the bus; %u request(s) released or detached.", c->name, n);
 }
 

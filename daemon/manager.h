@@ -39,6 +39,7 @@ typedef struct Manager {
         sd_event_source *expiry_source;  /* armed for the earliest deadline only */
         sd_event_source *publish_source; /* PropertiesChanged and STATUS= of pending, once a burst is over */
         ChangeSet pending;
+        size_t trim_high;              /* requests and clients at most since memory was last given back */
         sd_bus_slot *battery_slots[3]; /* UPower's PropertiesChanged, its owner, a Get in flight */
         char *upower_owner;            /* the unique name that answered for UPower, whose signals count */
         RuleWatch **rule_watches;      /* one per unit rule (unit-rules.c) */

@@ -119,32 +119,49 @@ static int write_all(int fd, const char *data, size_t len) {
         return 0;
 }
 
-void runtime_record_append(RuntimeRecord *rec, const TextBuffer *lines, size_t n_lines, long live_delta,
-                           const Store *s) {
+/* The whole record again, from s; said once when it fails, and when it works again. */
+static void rewrite_logged(RuntimeRecord *rec, const Store *s) {
         bool was_failed = rec->failed;
-        int r = 0;
-
-        if (!rec->dir || !rec->bus_id[0] || (lines->len == 0 && !rec->failed))
-                return;
-        if (lines->oom)
-                rec->failed = true;
-        if (!rec->failed && rec->fd >= 0) {
-                r = write_all(rec->fd, lines->data, lines->len);
-                if (r >= 0) {
-                        rec->n_lines += n_lines;
-                        rec->n_live = (size_t) ((long) rec->n_live + live_delta);
-                        if (rec->n_lines <= 2 * rec->n_live + RUNTIME_COMPACT_SLACK)
-                                return;
-                } else
-                        rec->failed = true;
-        }
-        /* Too long, or a write failed (a full tmpfs): the whole record again. */
-        r = rewrite(rec, s);
+        int r = rewrite(rec, s);
         if (r < 0 && !was_failed)
                 log_error("Cannot update the runtime record in %s: %s; trying again at the next change.", rec->dir,
                           strerror(-r));
         else if (r >= 0 && was_failed)
                 log_info("The runtime record in %s is up to date again.", rec->dir);
+}
+
+static bool too_long(const RuntimeRecord *rec, size_t n_lines, long live_delta) {
+        long live = (long) rec->n_live + live_delta;
+        return rec->n_lines + n_lines > 2 * (size_t) (live > 0 ? live : 0) + RUNTIME_COMPACT_SLACK;
+}
+
+void runtime_record_append(RuntimeRecord *rec, const TextBuffer *lines, size_t n_lines, long live_delta,
+                           const Store *s) {
+        if (!rec->dir || !rec->bus_id[0] || (lines->len == 0 && !rec->failed))
+                return;
+        if (lines->oom)
+                rec->failed = true;
+        if (!rec->failed && rec->fd >= 0) {
+                int r = write_all(rec->fd, lines->data, lines->len);
+                if (r >= 0) {
+                        rec->n_lines += n_lines;
+                        rec->n_live = (size_t) ((long) rec->n_live + live_delta);
+                        if (!too_long(rec, 0, 0))
+                                return;
+                } else
+                        rec->failed = true;
+        }
+        /* Too long, or a write failed (a full tmpfs): the whole record again. */
+        rewrite_logged(rec, s);
+}
+
+bool runtime_record_rewrite_due(const RuntimeRecord *rec, size_t n_lines, long live_delta) {
+        return rec->dir && rec->bus_id[0] && (rec->failed || rec->fd < 0 || too_long(rec, n_lines, live_delta));
+}
+
+void runtime_record_rewrite(RuntimeRecord *rec, const Store *s) {
+        if (rec->dir && rec->bus_id[0])
+                rewrite_logged(rec, s);
 }
 
 int runtime_record_hand_over(RuntimeRecord *rec, uid_t uid, gid_t gid) {

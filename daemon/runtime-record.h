@@ -45,5 +45,12 @@ int runtime_record_start(RuntimeRecord *rec, const char *bus_id, const Store *s)
 void runtime_record_append(RuntimeRecord *rec, const TextBuffer *lines, size_t n_lines, long live_delta,
                            const Store *s);
 
+/* Whether appending n_lines changes (live_delta as above) would have the
+ * record written whole anyway: the caller of a big transaction (a client
+ * of a thousand requests leaving) may then skip the lines and call
+ * runtime_record_rewrite() once the store holds the outcome. */
+bool runtime_record_rewrite_due(const RuntimeRecord *rec, size_t n_lines, long live_delta);
+void runtime_record_rewrite(RuntimeRecord *rec, const Store *s);
+
 /* Hands dir and the record to the user pmqosd becomes. */
 int runtime_record_hand_over(RuntimeRecord *rec, uid_t uid, gid_t gid);

@@ -88,10 +88,15 @@ int sink_apply(Sink *s, int32_t usec) {
 
         s->written = v;
         s->n_writes++;
+        /* Until a constraining write was seen to take effect: a kernel (or a
+         * stand-in) that ignores writes does so from the start. */
         int32_t k = 0;
-        if (v < PMQOS_LATENCY_MAX_US && !s->ignores_writes && sink_read(s, &k) == 0 && k > v) {
-                s->ignores_writes = true;
-                audit_kernel_ignores_writes(s->path, k, v);
+        if (v < PMQOS_LATENCY_MAX_US && !s->ignores_writes && !s->honours_writes && sink_read(s, &k) == 0) {
+                s->honours_writes = k <= v;
+                if (k > v) {
+                        s->ignores_writes = true;
+                        audit_kernel_ignores_writes(s->path, k, v);
+                }
         }
         return 0;
 }

@@ -12,6 +12,7 @@ typedef struct Sink {
         int32_t written; /* what our descriptor currently asks of the kernel */
         uint64_t n_writes;
         bool ignores_writes; /* a write was read back as having had no effect */
+        bool honours_writes; /* one was read back as in effect: no more read-backs */
 } Sink;
 
 #define SINK_INIT \
@@ -29,10 +30,11 @@ int sink_adopt(Sink *s, const char *path, int fd);
 void sink_close(Sink *s);
 
 /* Makes our request on the device equal to usec (PMQOS_LATENCY_NONE lifts it).
- * Writes nothing when it already is. Returns 0 or a negative errno. Each
- * constraining write is read back: the kernel reports the minimum over all
- * holders, so a value above ours means the write had no effect (vendor
- * kernels that make it a no-op); that is logged once, and ignores_writes set. */
+ * Writes nothing when it already is. Returns 0 or a negative errno.
+ * Constraining writes are read back until one is seen in effect: the kernel
+ * reports the minimum over all holders, so a value above ours means the
+ * write had no effect (vendor kernels that make it a no-op); that is logged
+ * once, and ignores_writes set. */
 int sink_apply(Sink *s, int32_t usec);
 
 /* The aggregate over every holder of the device. */

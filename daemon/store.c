@@ -341,6 +341,17 @@ unsigned store_drop_owner(Store *s, RequestOwner *owner) {
         return n;
 }
 
+unsigned store_unplace_owner(Store *s, const RequestOwner *owner) {
+        unsigned n = 0;
+
+        for (Request *r = owner->head; r; r = r->owner_next)
+                if (request_dies_with_owner(r)) {
+                        place_value(s, r, PMQOS_LATENCY_NONE);
+                        n++;
+                }
+        return n;
+}
+
 int32_t store_min(const Store *s) {
         const HeapNode *top = heap_top(&s->values);
         return top ? (int32_t) top->key : PMQOS_LATENCY_NONE;

@@ -108,6 +108,11 @@ Request *store_get(const Store *s, uint32_t cookie);
 /* The owner left the bus: frees its requests that die with it, detaches the
  * others (persistent or timed). Returns how many requests were freed or detached. */
 unsigned store_drop_owner(Store *s, RequestOwner *owner);
+/* Its first half, for a kernel brought along before the bookkeeping: the
+ * owner's requests that die with it leave the heaps of values, so the
+ * minima no longer count them; store_drop_owner() does the rest. Returns
+ * how many that is. */
+unsigned store_unplace_owner(Store *s, const RequestOwner *owner);
 
 /* The strictest live value of global cpu_dma requests, or PMQOS_LATENCY_NONE. */
 int32_t store_min(const Store *s);

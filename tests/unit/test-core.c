@@ -308,6 +308,8 @@ START_TEST(test_readoption) {
         ck_assert_int_eq(core_add(&c, new_request(&c, 10, true, 0, UINT32_MAX), NULL, &cs), 0);
         ck_assert_int_eq(core_update(&c, r1, 45, 0, &cs), 0);
         ck_assert_int_eq(core_drop_owner(&c, &b, &cs), 0);
+        core_drop_owner_finish(&c, &b);
+        core_flush_record(&c);
         ck_assert_str_eq(unit_read_file(sysfs, CPU1), "40");
         crash(&c);
 
@@ -350,6 +352,73 @@ START_TEST(test_readoption) {
         /* A clean stop gives cpu1 back; the record stays for a restart. */
         ck_assert_str_eq(unit_read_file(sysfs, CPU1), "100");
         ck_assert_ptr_nonnull(strstr(unit_read_file(runtime, "requests"), "\nbus " BUS_ID "\n"));
+}
+END_TEST
+
+/* A departure's record lines come after its signals (core_flush_record()):
+ * a crash before them leaves a record that still names the departed owner,
+ * and it must adopt nothing the lines would not have left. */
+START_TEST(test_departure_before_its_record) {
+        Core c;
+        ChangeSet cs;
+        RequestOwner gone = { .name = ":1.9" };
+
+        load_with_record(&c, -1, 0);
+        ck_assert_int_eq(core_start(&c, BUS_ID, NULL, 0, &cs), 0);
+        ck_assert_int_eq(core_add(&c, new_request(&c, 30, false, 0, UINT32_MAX), &gone, &cs), 0);
+        Request *timed = new_request(&c, 40, false, 1000000, UINT32_MAX);
+        uint32_t timed_cookie = timed->cookie;
+        ck_assert_int_eq(core_add(&c, timed, &gone, &cs), 0);
+        ck_assert_int_eq(core_drop_owner(&c, &gone, &cs), 0);
+        CHANGES(cs, true, true, true, false);
+        ck_assert_int_eq(unit_read_device(device), 40); /* the kernel first */
+        core_drop_owner_finish(&c, &gone);
+        ck_assert(core_record_pending(&c));
+        crash(&c); /* before core_flush_record() */
+
+        load_with_record(&c, -1, 10);
+        ck_assert_uint_eq(c.adoptable.n_entries, 2);
+        ck_assert_str_eq(c.adoptable.entries[0].sender, ":1.9");
+        RequestOwner *owners[] = { NULL, NULL }; /* :1.9 is not on the bus */
+        ck_assert_int_eq(core_start(&c, BUS_ID, owners, 10, &cs), 0);
+        ck_assert_uint_eq(store_size(&c.store), 1);
+        ck_assert_ptr_null(store_get(&c.store, timed_cookie)->owner); /* as "detach" would have left it */
+        core_done(&c);
+}
+END_TEST
+
+/* A client of many requests leaving has the record written whole once, not
+ * a line per request; what it describes is the same. */
+START_TEST(test_big_departure_rewrites_the_record) {
+        Core c;
+        ChangeSet cs;
+        RequestOwner big = { .name = ":1.11" }, other = { .name = ":1.12" };
+
+        load_with_record(&c, -1, 0);
+        ck_assert_int_eq(core_start(&c, BUS_ID, NULL, 0, &cs), 0);
+        Request *keep = new_request(&c, 500, false, 0, UINT32_MAX);
+        uint32_t cookie = keep->cookie;
+        ck_assert_int_eq(core_add(&c, keep, &other, &cs), 0);
+        for (int i = 0; i < 2000; i++)
+                ck_assert_int_eq(core_add(&c, new_request(&c, 100 + i, false, 0, UINT32_MAX), &big, &cs), 0);
+        ck_assert_int_eq(core_drop_owner(&c, &big, &cs), 0);
+        ck_assert_int_eq(unit_read_device(device), 500);
+        core_drop_owner_finish(&c, &big);
+        ck_assert(c.pending_whole);
+        ck_assert_ptr_null(c.record_pending.data); /* no line was formatted */
+        core_flush_record(&c);
+        ck_assert(!core_record_pending(&c));
+        ck_assert_uint_eq(c.record.n_live, 1);
+        ck_assert_uint_eq(c.record.n_lines, 1);
+        /* A later change is appended after the rewrite. */
+        ck_assert_int_eq(core_add(&c, new_request(&c, 600, false, 0, UINT32_MAX), &other, &cs), 0);
+        crash(&c);
+
+        load_with_record(&c, -1, 0);
+        ck_assert_uint_eq(c.adoptable.n_entries, 2);
+        ck_assert_uint_eq(c.adoptable.entries[0].request->cookie, cookie);
+        ck_assert_int_eq(core_start(&c, BUS_ID, NULL, 0, &cs), 0);
+        core_done(&c);
 }
 END_TEST
 
@@ -436,6 +505,8 @@ int main(void) {
         tcase_add_test(tc, test_load);
         tcase_add_test(tc, test_readoption);
         tcase_add_test(tc, test_record_stays_small);
+        tcase_add_test(tc, test_departure_before_its_record);
+        tcase_add_test(tc, test_big_departure_rewrites_the_record);
         tcase_add_test(tc, test_wakeup_apart);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_FORK_GETENV);

@@ -62,8 +62,12 @@ START_TEST(test_device_written_only_on_change) {
         ck_assert_int_eq(st.st_size, 4);
         ck_assert_int_eq(unit_read_device(path), PMQOS_LATENCY_MAX_US);
 
+        ck_assert(!s.honours_writes);
         ck_assert_int_eq(sink_apply(&s, 100), 0);
         ck_assert_int_eq(unit_read_device(path), 100); /* binary, not "100" (which the kernel reads as 256) */
+        /* Read back and seen in effect: later writes are not read back. */
+        ck_assert(s.honours_writes);
+        ck_assert(!s.ignores_writes);
         ck_assert_int_eq(sink_apply(&s, 100), 0);
         ck_assert_int_eq(sink_apply(&s, 0), 0);
         ck_assert_int_eq(unit_read_device(path), 0);
