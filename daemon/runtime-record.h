@@ -2,7 +2,9 @@
 /* The runtime record on disk (/run/pmqos/requests, a tmpfs): every change of
  * a request that is not persistent appended as it happens, before the
  * caller hears back, so that a restart — SIGTERM or kill -9 — finds every
- * acknowledged request. No fsync: it lives as long as the boot. */
+ * acknowledged request (departures, which nobody waits for, come with the
+ * next change: see core_flush_record()). No fsync: it lives as long as the
+ * boot. */
 #pragma once
 
 #include <stdbool.h>
