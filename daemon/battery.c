@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "manager.h"
+#include "properties-changed.h"
 #include "util.h"
 
 #define UPOWER_NAME "org.freedesktop.UPower"
@@ -68,7 +69,6 @@ static void ask(Manager *m) {
 
 static int on_properties_changed(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
-        const char *interface, *name;
         int r;
 
         (void) error;
@@ -77,29 +77,12 @@ static int on_properties_changed(sd_bus_message *message, void *userdata, sd_bus
         const char *sender = sd_bus_message_get_sender(message);
         if (!m->upower_owner || !sender || strcmp(sender, m->upower_owner) != 0)
                 return 0;
-        if (!sd_bus_message_has_signature(message, "sa{sv}as") || sd_bus_message_read(message, "s", &interface) < 0 ||
-            strcmp(interface, UPOWER_INTERFACE) != 0)
-                return 0;
-        r = sd_bus_message_enter_container(message, 'a', "{sv}");
-        while (r > 0 && (r = sd_bus_message_enter_container(message, 'e', "sv")) > 0) {
-                int on;
-                if (sd_bus_message_read(message, "s", &name) < 0)
-                        return 0;
-                if (strcmp(name, "OnBattery") == 0) {
-                        if (sd_bus_message_read(message, "v", "b", &on) < 0)
-                                return 0;
-                        set_on_battery(m, on);
-                } else if (sd_bus_message_skip(message, "v") < 0)
-                        return 0;
-                if (sd_bus_message_exit_container(message) < 0)
-                        return 0;
-        }
-        if (r < 0 || sd_bus_message_exit_container(message) < 0 ||
-            sd_bus_message_enter_container(message, 'a', "s") < 0)
-                return 0;
-        while (sd_bus_message_read(message, "s", &name) > 0)
-                if (strcmp(name, "OnBattery") == 0)
-                        ask(m); /* invalidated: its value is to be asked for */
+        int on;
+        r = properties_changed_read(message, UPOWER_INTERFACE, "OnBattery", "b", &on);
+        if (r == PROPERTY_CHANGED)
+                set_on_battery(m, on);
+        else if (r == PROPERTY_INVALIDATED)
+                ask(m); /* its value is to be asked for */
         return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "key-file.h"
 #include "store.h"
 #include "util.h"
 
@@ -45,15 +46,6 @@ static const NumberKey number_keys[] = {
         COUNT_KEY("MaxClients", max_clients, CONFIG_SET_MAX_CLIENTS, 1000000),
 };
 
-static char *strip(char *s) {
-        while (*s == ' ' || *s == '\t')
-                s++;
-        size_t n = strlen(s);
-        while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
-                s[--n] = 0;
-        return s;
-}
-
 static int parse_number(const char *s, long long min, long long max, long long *ret) {
         char *end;
         if (!*s || ((*s < '0' || *s > '9') && *s != '-'))
@@ -69,45 +61,26 @@ static int parse_number(const char *s, long long min, long long max, long long *
 int config_parse(const char *path, const char *text, size_t len, Config *ret, unsigned *ret_set, char *err,
                  size_t err_size) {
         Config c = *ret;
-        unsigned set = 0, lineno = 0;
+        unsigned set = 0;
         int r = 0;
 
         c.state_dir = NULL;
-        if (len > CONFIG_FILE_MAX) {
-                snprintf(err, err_size, "%s: file is larger than 64 KiB", path);
-                return -EINVAL;
+        KeyFile f;
+        r = key_file_open(&f, path, text, len, CONFIG_FILE_MAX, err, err_size);
+        if (r < 0) {
+                key_file_done(&f);
+                return r;
         }
-        if (memchr(text, 0, len)) {
-                snprintf(err, err_size, "%s: file contains a NUL byte", path);
-                return -EINVAL;
-        }
-
-        char *copy = malloc(len + 1);
-        if (!copy)
-                return -ENOMEM;
-        memcpy(copy, text, len);
-        copy[len] = 0;
-
-        for (char *line = copy, *next; line; line = next) {
-                next = strchr(line, '\n');
-                if (next)
-                        *next++ = 0;
-                lineno++;
-
-                char *l = strip(line);
-                if (*l == 0 || *l == '#' || *l == ';')
-                        continue;
+        for (char *l; (l = key_file_next(&f));) {
+                unsigned lineno = f.lineno;
+                char *key, *value;
                 if (strcmp(l, "[pmqosd]") == 0)
                         continue;
-
-                char *eq = strchr(l, '=');
-                if (!eq) {
+                if (key_file_split(l, &key, &value) < 0) {
                         snprintf(err, err_size, "%s:%u: expected Key=Value, got \"%.40s\"", path, lineno, l);
                         r = -EINVAL;
                         break;
                 }
-                *eq = 0;
-                char *key = strip(l), *value = strip(eq + 1);
                 long long v;
                 unsigned bit;
                 const char *expect = NULL;
@@ -165,7 +138,7 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                 }
                 set |= bit;
         }
-        free(copy);
+        key_file_done(&f);
 
         if (r < 0) {
                 free(c.state_dir);

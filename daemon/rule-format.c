@@ -11,6 +11,7 @@
 
 #include "contract.h"
 #include "cpu-list.h"
+#include "key-file.h"
 #include "text.h"
 #include "util.h"
 
@@ -51,15 +52,6 @@ bool rule_unit_name_valid(const char *name) {
                 return false;
         const char *at = strchr(name, '@');
         return !at || (at + 1 < dot && !strchr(at + 1, '@')); /* an instance, not a template */
-}
-
-static char *strip(char *s) {
-        while (*s == ' ' || *s == '\t')
-                s++;
-        size_t n = strlen(s);
-        while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
-                s[--n] = 0;
-        return s;
 }
 
 enum { KEY_UNIT = 1 << 0, KEY_LATENCY = 1 << 1, KEY_CPUS = 1 << 2, KEY_REASON = 1 << 3 };
@@ -112,32 +104,18 @@ static const char *parse_line(char *key, char *value, Rule *r, unsigned *seen, i
 
 int rule_parse(const char *path, const char *text, size_t len, Rule *ret, char *err, size_t err_size) {
         Rule r = {};
-        unsigned seen = 0, lineno = 0;
+        unsigned seen = 0;
         bool in_section = false;
         int k = 0;
 
-        if (len > RULE_FILE_MAX) {
-                snprintf(err, err_size, "%s: file is larger than 64 KiB", path);
-                return -EINVAL;
+        KeyFile f;
+        k = key_file_open(&f, path, text, len, RULE_FILE_MAX, err, err_size);
+        if (k < 0) {
+                key_file_done(&f);
+                return k;
         }
-        if (memchr(text, 0, len)) {
-                snprintf(err, err_size, "%s: file contains a NUL byte", path);
-                return -EINVAL;
-        }
-        char *copy = malloc(len + 1);
-        if (!copy)
-                return -ENOMEM;
-        memcpy(copy, text, len);
-        copy[len] = 0;
-
-        for (char *line = copy, *next; line; line = next) {
-                next = strchr(line, '\n');
-                if (next)
-                        *next++ = 0;
-                lineno++;
-                char *l = strip(line);
-                if (*l == 0 || *l == '#' || *l == ';')
-                        continue;
+        for (char *l; (l = key_file_next(&f));) {
+                unsigned lineno = f.lineno;
                 const char *problem = NULL;
                 char *key = l, *value = NULL;
                 if (*l == '[') {
@@ -149,15 +127,10 @@ int rule_parse(const char *path, const char *text, size_t len, Rule *ret, char *
                 } else if (!in_section)
                         problem = "expected [Rule] before any key";
                 else {
-                        char *eq = strchr(l, '=');
-                        if (!eq)
+                        if (key_file_split(l, &key, &value) < 0)
                                 problem = "expected Key=Value";
-                        else {
-                                *eq = 0;
-                                key = strip(l);
-                                value = strip(eq + 1);
+                        else
                                 problem = parse_line(key, value, &r, &seen, &k);
-                        }
                 }
                 if (problem) {
                         char *shown = text_clean(key, strlen(key), 40);
@@ -171,7 +144,7 @@ int rule_parse(const char *path, const char *text, size_t len, Rule *ret, char *
                         break;
                 }
         }
-        free(copy);
+        key_file_done(&f);
         if (k == 0 && (seen & (KEY_UNIT | KEY_LATENCY)) != (KEY_UNIT | KEY_LATENCY)) {
                 snprintf(err, err_size, "%s: a rule needs %s", path,
                          !(seen & KEY_UNIT) ? (seen & KEY_LATENCY ? "Unit=" : "Unit= and Latency=") : "Latency=");

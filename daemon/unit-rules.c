@@ -12,6 +12,7 @@
 
 #include "log.h"
 #include "manager.h"
+#include "properties-changed.h"
 #include "util.h"
 
 #define SYSTEMD_NAME "org.freedesktop.systemd1"
@@ -138,34 +139,18 @@ static void ask_state(RuleWatch *w) {
 
 static int on_properties_changed(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         RuleWatch *w = userdata;
-        const char *interface, *name;
         int r;
 
         (void) error;
         /* From systemd's own connection only: any peer may send us a look-alike. */
-        if (!from_systemd(w->manager, message) || !sd_bus_message_has_signature(message, "sa{sv}as") ||
-            sd_bus_message_read(message, "s", &interface) < 0 || strcmp(interface, SYSTEMD_UNIT) != 0)
+        if (!from_systemd(w->manager, message))
                 return 0;
-        r = sd_bus_message_enter_container(message, 'a', "{sv}");
-        while (r > 0 && (r = sd_bus_message_enter_container(message, 'e', "sv")) > 0) {
-                const char *state;
-                if (sd_bus_message_read(message, "s", &name) < 0)
-                        return 0;
-                if (strcmp(name, "ActiveState") == 0) {
-                        if (sd_bus_message_read(message, "v", "s", &state) < 0)
-                                return 0;
-                        apply(w, state);
-                } else if (sd_bus_message_skip(message, "v") < 0)
-                        return 0;
-                if (sd_bus_message_exit_container(message) < 0)
-                        return 0;
-        }
-        if (r < 0 || sd_bus_message_exit_container(message) < 0 ||
-            sd_bus_message_enter_container(message, 'a', "s") < 0)
-                return 0;
-        while (sd_bus_message_read(message, "s", &name) > 0)
-                if (strcmp(name, "ActiveState") == 0)
-                        ask_state(w);
+        const char *state;
+        r = properties_changed_read(message, SYSTEMD_UNIT, "ActiveState", "s", &state);
+        if (r == PROPERTY_CHANGED)
+                apply(w, state);
+        else if (r == PROPERTY_INVALIDATED)
+                ask_state(w);
         return 0;
 }
 
