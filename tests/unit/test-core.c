@@ -73,7 +73,7 @@ static void crash(Core *c) {
         runtime_record_done(&c->record);
         runtime_data_done(&c->adoptable);
         free(c->record_pending.data); /* what a departure had not written yet dies with the process */
-        close(c->sink.fd); /* not sink_close(): a stand-in device keeps what it held, as the fd store does */
+        close(c->sink.fd);            /* not sink_close(): a stand-in device keeps what it held, as the fd store does */
         free(c->sink.path);
         cpu_sink_done(&c->cpus);
         free(c->state_dir);
