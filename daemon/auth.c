@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <gio/gio.h>
 #include <polkit/polkit.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -46,6 +47,13 @@ struct AuthQuery {
         bool in_flight;                   /* main thread: handed to polkit, not yet answered */
         uint32_t owner;                   /* the caller's uid, for fair turns */
         AuthQuery *wait_prev, *wait_next;
+        /* One check answers every identical one asked while it is live (same
+         * caller, action and interactivity): the first is the leader, the
+         * others its twins, which polkitd never sees. */
+        char *key;
+        AuthQuery *leader;                /* set on a twin */
+        AuthQuery *twins_head;            /* on a leader */
+        AuthQuery *twin_prev, *twin_next; /* on a twin */
 };
 
 /* Checks of one user that polkitd has at once. */
@@ -75,6 +83,7 @@ struct Auth {
         unsigned n_in_flight, max_in_flight;
         AuthQuery *wait_head, *wait_tail;
         Hashmap in_flight_by_owner; /* uid → OwnerCount, while it has checks at polkitd */
+        Hashmap leaders;            /* key → the live leader that twins may join */
 };
 
 static AuthQuery *query_free(AuthQuery *q) {
@@ -82,6 +91,7 @@ static AuthQuery *query_free(AuthQuery *q) {
                 g_clear_object(&q->cancellable);
                 free(q->bus_name);
                 free(q->action);
+                free(q->key);
                 free(q);
         }
         return NULL;
@@ -240,6 +250,24 @@ static void wait_unlink(Auth *a, AuthQuery *q) {
         q->waiting = false;
 }
 
+/* No more twins join q (answered, or cancelled with nobody to answer). */
+static void leader_close(Auth *a, AuthQuery *q) {
+        if (q->key && hashmap_get(&a->leaders, q->key) == q)
+                hashmap_remove(&a->leaders, q->key);
+}
+
+static void twin_unlink(AuthQuery *t) {
+        AuthQuery *l = t->leader;
+        if (t->twin_prev)
+                t->twin_prev->twin_next = t->twin_next;
+        else
+                l->twins_head = t->twin_next;
+        if (t->twin_next)
+                t->twin_next->twin_prev = t->twin_prev;
+        t->twin_prev = t->twin_next = NULL;
+        t->leader = NULL;
+}
+
 static unsigned owner_in_flight(Auth *a, uint32_t owner) {
         const OwnerCount *c = hashmap_get(&a->in_flight_by_owner, &owner);
         return c ? c->n : 0;
@@ -314,8 +342,16 @@ static int on_results(sd_event_source *s, int fd, uint32_t revents, void *userda
                 AuthQuery *next = q->next;
                 live_unlink(a, q);
                 answered(a, q);
+                leader_close(a, q);
                 if (!q->cancelled)
                         q->callback(q->result, q->userdata);
+                /* One at a time from the list: a callback may cancel another twin. */
+                for (AuthQuery *t; (t = q->twins_head);) {
+                        twin_unlink(t);
+                        live_unlink(a, t);
+                        t->callback(q->result, t->userdata);
+                        query_free(t);
+                }
                 query_free(q);
                 q = next;
         }
@@ -332,6 +368,7 @@ int auth_new(Auth **ret, sd_event *event, unsigned max_in_flight) {
         g_mutex_init(&a->lock);
         a->max_in_flight = max_in_flight > 0 ? max_in_flight : 1;
         hashmap_init(&a->in_flight_by_owner, &hashmap_u32_ops);
+        hashmap_init(&a->leaders, &hashmap_string_ops);
 
         a->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (a->efd < 0) {
@@ -394,6 +431,7 @@ Auth *auth_free(Auth *a) {
         for (size_t i = 0; hashmap_next(&a->in_flight_by_owner, &i, (void **) &c);)
                 free(c);
         hashmap_clear(&a->in_flight_by_owner);
+        hashmap_clear(&a->leaders);
         free(a);
         return NULL;
 }
@@ -416,7 +454,8 @@ int auth_check(Auth *a, uint32_t owner, const char *bus_name, const char *action
         q->callback = callback;
         q->userdata = userdata;
         q->cancellable = g_cancellable_new();
-        if (!q->bus_name || !q->action) {
+        if (!q->bus_name || !q->action || asprintf(&q->key, "%s\n%s\n%d", bus_name, action, interactive) < 0) {
+                q->key = NULL;
                 query_free(q);
                 return -ENOMEM;
         }
@@ -425,6 +464,19 @@ int auth_check(Auth *a, uint32_t owner, const char *bus_name, const char *action
         if (a->live)
                 a->live->live_prev = q;
         a->live = q;
+
+        AuthQuery *leader = hashmap_get(&a->leaders, q->key);
+        if (leader) {
+                /* The same question is being asked: its answer is this one's too. */
+                q->leader = leader;
+                q->twin_next = leader->twins_head;
+                if (leader->twins_head)
+                        leader->twins_head->twin_prev = q;
+                leader->twins_head = q;
+                *ret_query = q;
+                return 0;
+        }
+        (void) hashmap_put(&a->leaders, q->key, q); /* out of memory: it is asked alone */
 
         if (!may_dispatch(a, owner) || dispatch(a, q) < 0) {
                 q->waiting = true;
@@ -439,18 +491,34 @@ int auth_check(Auth *a, uint32_t owner, const char *bus_name, const char *action
         return 0;
 }
 
-AuthQuery *auth_query_cancel(AuthQuery *q) {
-        if (!q)
-                return NULL;
+/* Nobody wants q's answer any more (it is cancelled and has no twins). */
+static void abandon(Auth *a, AuthQuery *q) {
+        leader_close(a, q);
         if (q->waiting) {
                 /* Never reached polkit: gone at once, its place to the next. */
-                Auth *a = q->auth;
                 wait_unlink(a, q);
                 live_unlink(a, q);
                 query_free(q);
+        } else
+                g_cancellable_cancel(q->cancellable);
+}
+
+AuthQuery *auth_query_cancel(AuthQuery *q) {
+        if (!q)
+                return NULL;
+        Auth *a = q->auth;
+        if (q->leader) {
+                AuthQuery *l = q->leader;
+                twin_unlink(q);
+                live_unlink(a, q);
+                query_free(q);
+                if (l->cancelled && !l->twins_head)
+                        abandon(a, l);
                 return NULL;
         }
         q->cancelled = true;
-        g_cancellable_cancel(q->cancellable);
+        /* Its twins still wait for the answer: the check goes on for them. */
+        if (!q->twins_head)
+                abandon(a, q);
         return NULL;
 }

@@ -33,10 +33,14 @@ void auth_set_max_in_flight(Auth *a, unsigned max_in_flight);
 
 /* Asks whether the peer with unique name bus_name, of user owner, may perform action.
  * Returns 0 when callback will be called later, from the event loop (unless
- * the query is cancelled first), or a negative errno. */
+ * the query is cancelled first), or a negative errno. A question asked again
+ * (same bus_name, action and interactive) while the first is not answered
+ * yet is not put to polkitd again: the first answer is given to both. No
+ * answer is kept past that. */
 int auth_check(Auth *a, uint32_t owner, const char *bus_name, const char *action, bool interactive,
                AuthCallback callback, void *userdata, AuthQuery **ret_query);
 
 /* The callback will not run; a check still waiting for its turn is dropped
- * at once, one polkitd has is cancelled there. NULL-safe; returns NULL. */
+ * at once, one polkitd has is cancelled there — unless the same question
+ * asked since still waits for its answer. NULL-safe; returns NULL. */
 AuthQuery *auth_query_cancel(AuthQuery *q);

@@ -399,6 +399,12 @@ class Peer:
         self.send_call(method, signature, *args, **kw)
         return self.receive_call()
 
+    def burst(self, n, method, signature, *args, iface=QOS_IFACE, path=PATH, dest=BUS_NAME):
+        """n copies of one call sent at once on this connection; their answers, in order."""
+        r = self._rpc({"op": "burst", "n": n, "method": method, "signature": signature, "args": list(args),
+                       "iface": iface, "path": path, "dest": dest})
+        return [("error", x["error"], x["message"]) if "error" in x else ("ok", x["result"]) for x in r["results"]]
+
     def request(self, value, persistent=False):
         r = self.call("RequestLatency", "sib", "cpu_dma", value, persistent)
         if r[0] != "ok":
@@ -433,11 +439,21 @@ POLKIT_USERS = {
     "member2": "pmqos-t-member2",
     "floor": "pmqos-t-floor",    # a test rule grants it the floor
     "slow": "pmqos-t-slow",      # a test rule answers AUTH_ADMIN for it
+    "once": "pmqos-t-once",      # a test rule grants it the floor once, slowly
 }
 TEST_RULES = """// Installed by pmqos's test suite for one run, removed after.
+var pmqosOnceChecks = 0;
 polkit.addRule(function(action, subject) {
     if (subject.user == "%(floor)s" && action.id == "org.freedesktop.pmqos.set-minimum-latency")
         return polkit.Result.YES;
+    // Yes to its first check only, which takes a second: identical calls
+    // asked meanwhile get that answer only if pmqosd shares it.
+    if (subject.user == "%(once)s" && action.id == "org.freedesktop.pmqos.set-minimum-latency") {
+        if (pmqosOnceChecks++ > 0)
+            return polkit.Result.NO;
+        polkit.spawn(["/bin/sleep", "1"]);
+        return polkit.Result.YES;
+    }
     if (subject.user == "%(slow)s" && action.id == "org.freedesktop.pmqos.request-latency")
         return polkit.Result.AUTH_ADMIN;
 });

@@ -51,6 +51,25 @@ def main():
                 out = {"result": list(reply.unpack()) if reply is not None else []}
             except GLib.Error as e:
                 out = {"error": Gio.DBusError.get_remote_error(e) or "", "message": e.message}
+        elif msg["op"] == "burst":
+            # n copies of one call, every one sent before any answer is read.
+            sig = msg["signature"]
+            params = GLib.Variant("(%s)" % sig, tuple(decode(a) for a in msg["args"])) if sig else None
+            results = [None] * msg["n"]
+
+            def done(c, res, i):
+                try:
+                    reply = c.call_finish(res)
+                    results[i] = {"result": list(reply.unpack()) if reply is not None else []}
+                except GLib.Error as e:
+                    results[i] = {"error": Gio.DBusError.get_remote_error(e) or "", "message": e.message}
+
+            for i in range(msg["n"]):
+                conn.call(msg.get("dest", "org.freedesktop.PMQoS"), msg["path"], msg["iface"], msg["method"], params,
+                          None, Gio.DBusCallFlags.NONE, 60000, None, done, i)
+            while any(r is None for r in results):
+                GLib.MainContext.default().iteration(True)
+            out = {"results": results}
         else:
             out = {"error": "bad-op", "message": msg["op"]}
         sys.stdout.write(json.dumps(out) + "\n")

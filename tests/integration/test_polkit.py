@@ -113,6 +113,19 @@ class TestActions(PolkitTestCase):
         # The same user has no right to request latency at all.
         self.assertEqual(p.call("RequestLatency", "sib", "cpu_dma", 10, False)[:2], ("error", ACCESS_DENIED))
 
+    def test_identical_checks_share_one_answer(self):
+        """Calls asked again while polkitd still answers the first are not put
+        to it again (a flood of one connection is one check at a time); no
+        answer is kept past that."""
+        root = self.client()
+        root.request(100)
+        p = self.peer_as("once")
+        self.assertEqual(p.burst(8, "SetMinimumLatency", "si", "cpu_dma", 300), [("ok", [])] * 8)
+        self.assertEqual(root.latency(), 300)
+        # Asked anew, polkitd's rule now says no.
+        self.assertEqual(p.call("SetMinimumLatency", "si", "cpu_dma", 400)[:2], ("error", ACCESS_DENIED))
+        self.assertEqual(root.latency(), 300)
+
     def test_root_needs_no_polkit(self):
         root = self.client()
         c = root.request(60, persistent=True)
