@@ -347,6 +347,7 @@ static int on_results(sd_event_source *s, int fd, uint32_t revents, void *userda
                         q->callback(q->result, q->userdata);
                 /* One at a time from the list: a callback may cancel another twin. */
                 for (AuthQuery *t; (t = q->twins_head);) {
+                        /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): unlinked before its free */
                         twin_unlink(t);
                         live_unlink(a, t);
                         t->callback(q->result, t->userdata);
