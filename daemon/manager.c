@@ -116,7 +116,7 @@ static int emit_properties(Manager *m, const ChangeSet *changes) {
  * tracked (requests and clients) went since its peak, and no fewer than are
  * left, the free memory goes back to the kernel — a handful of times for a
  * burst of any size. After a change, never on a timer. */
-#define TRIM_MIN_FREED 256u
+#define TRIM_MIN_FREED 64u
 
 static void give_back_memory(Manager *m) {
         size_t n = store_size(&m->core.store) + hashmap_size(&m->clients.by_name);
