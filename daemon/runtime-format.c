@@ -44,15 +44,23 @@ void runtime_format_add(TextBuffer *b, const Request *r) {
 }
 
 void runtime_format_value(TextBuffer *b, uint32_t cookie, int32_t value) {
-        text_printf(b, "value %" PRIu32 " %" PRIi32 "\n", cookie, value);
+        text_append(b, "value ");
+        text_append_uint(b, cookie);
+        text_append(b, " ");
+        text_append_int(b, value);
+        text_append(b, "\n");
 }
 
 void runtime_format_remove(TextBuffer *b, uint32_t cookie) {
-        text_printf(b, "remove %" PRIu32 "\n", cookie);
+        text_append(b, "remove ");
+        text_append_uint(b, cookie);
+        text_append(b, "\n");
 }
 
 void runtime_format_detach(TextBuffer *b, uint32_t cookie) {
-        text_printf(b, "detach %" PRIu32 "\n", cookie);
+        text_append(b, "detach ");
+        text_append_uint(b, cookie);
+        text_append(b, "\n");
 }
 
 /* ---- reading ---- */

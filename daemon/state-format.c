@@ -64,6 +64,31 @@ void text_printf(TextBuffer *b, const char *fmt, ...) {
         text_append(b, line);
 }
 
+/* Decimal, without printf's format parsing: a record line is written before
+ * every change's reply. */
+void text_append_uint(TextBuffer *b, uint64_t v) {
+        char digits[20];
+        size_t n = 0;
+        do {
+                digits[n++] = (char) ('0' + v % 10);
+                v /= 10;
+        } while (v);
+        text_reserve(b, n);
+        if (b->oom)
+                return;
+        while (n)
+                b->data[b->len++] = digits[--n];
+        b->data[b->len] = 0;
+}
+
+void text_append_int(TextBuffer *b, int64_t v) {
+        if (v < 0) {
+                text_append(b, "-");
+                text_append_uint(b, (uint64_t) 0 - (uint64_t) v); /* INT64_MIN too */
+        } else
+                text_append_uint(b, (uint64_t) v);
+}
+
 static bool needs_escape(unsigned char c) {
         return c <= 0x20 || c >= 0x7f || c == '%' || c == '=';
 }
@@ -84,13 +109,26 @@ void text_append_escaped(TextBuffer *b, const char *s) {
 }
 
 void state_format_request(TextBuffer *out, const Request *r) {
-        text_printf(out,
-                    "cookie=%" PRIu32 " type=%s value=%" PRIi32 " uid=%u pid=%d created=%" PRIi64 " expires=%" PRIi64
-                    " cpus=",
-                    r->cookie, qos_type_to_string(r->type), r->value, (unsigned) r->uid, (int) r->pid, r->created_usec,
-                    r->expires_usec);
-        for (size_t i = 0; i < r->n_cpus; i++)
-                text_printf(out, "%s%" PRIu32, i ? "," : "", r->cpus[i]);
+        text_append(out, "cookie=");
+        text_append_uint(out, r->cookie);
+        text_append(out, " type=");
+        text_append(out, qos_type_to_string(r->type));
+        text_append(out, " value=");
+        text_append_int(out, r->value);
+        text_append(out, " uid=");
+        text_append_uint(out, r->uid);
+        text_append(out, " pid=");
+        text_append_int(out, r->pid);
+        text_append(out, " created=");
+        text_append_int(out, r->created_usec);
+        text_append(out, " expires=");
+        text_append_int(out, r->expires_usec);
+        text_append(out, " cpus=");
+        for (size_t i = 0; i < r->n_cpus; i++) {
+                if (i)
+                        text_append(out, ",");
+                text_append_uint(out, r->cpus[i]);
+        }
         text_append(out, " exec=");
         text_append_escaped(out, request_exec(r));
         text_append(out, " reason=");

@@ -41,6 +41,8 @@ typedef struct TextBuffer {
 
 void text_append(TextBuffer *b, const char *s);
 void text_append_escaped(TextBuffer *b, const char *s);
+void text_append_uint(TextBuffer *b, uint64_t v);
+void text_append_int(TextBuffer *b, int64_t v);
 void text_printf(TextBuffer *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Writes the header, the floor, the originals and every persistent request of s. */
