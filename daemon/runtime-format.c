@@ -257,6 +257,9 @@ int runtime_parse(const char *buf, size_t len, RuntimeData *ret, char *err, size
                 snprintf(err, err_size, "larger than %u MiB", RUNTIME_FILE_MAX / (1024 * 1024));
                 return -EBADMSG;
         }
+        /* Zeros after the lines: the tail reserved while pmqosd ran (it was killed). */
+        while (len > 0 && buf[len - 1] == 0)
+                len--;
         if (memchr(buf, 0, len)) {
                 snprintf(err, err_size, "contains a NUL byte");
                 return -EBADMSG;

@@ -1,5 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* One write() per transaction on an O_APPEND descriptor; the file is
+/* A transaction's lines are copied into a shared mapping of the file's
+ * tail, space reserved with fallocate() beforehand (a full tmpfs then says
+ * ENOSPC there, not SIGBUS at the copy): no system call per change, and
+ * what is copied is in the file at once, for whoever reads it after a
+ * kill -9. Beyond the lines the file holds zeros, cut off when pmqosd
+ * stops; the parser drops them, and a line cut short by a kill, whose
+ * change was never acknowledged. Without a window (fallocate or mmap
+ * refused) the lines are written with pwrite() at their place. The file is
  * written whole again (temporary file and rename, no fsync) once it holds
  * more than twice the lines it needs, so its size stays bounded by the live
  * requests and each change costs O(1) amortized. */
@@ -11,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -18,6 +27,27 @@
 
 /* Slack before a rewrite: a record of few requests is not rewritten at every change. */
 #define RUNTIME_COMPACT_SLACK 1024u
+/* The mapped tail of the record: a window is reserved and mapped for about
+ * 300 changes at a time. */
+#define RUNTIME_WINDOW_BYTES (64u * 1024u)
+
+static void unmap_window(RuntimeRecord *rec) {
+        if (rec->map)
+                (void) munmap(rec->map, rec->map_len);
+        rec->map = NULL;
+        rec->map_offset = rec->map_len = 0;
+}
+
+/* Cuts the zeros past the lines and lets the file go. */
+static void close_record(RuntimeRecord *rec) {
+        unmap_window(rec);
+        if (rec->fd >= 0) {
+                (void) ftruncate(rec->fd, (off_t) rec->used);
+                close(rec->fd);
+        }
+        rec->fd = -1;
+        rec->used = 0;
+}
 
 int runtime_record_init(RuntimeRecord *rec, const char *dir, uid_t owner) {
         *rec = (RuntimeRecord){ .fd = -1 };
@@ -35,8 +65,7 @@ int runtime_record_init(RuntimeRecord *rec, const char *dir, uid_t owner) {
 }
 
 void runtime_record_done(RuntimeRecord *rec) {
-        if (rec->fd >= 0)
-                close(rec->fd);
+        close_record(rec);
         free(rec->dir);
         *rec = (RuntimeRecord){ .fd = -1 };
 }
@@ -63,11 +92,69 @@ int runtime_record_load(RuntimeRecord *rec, RuntimeData *ret) {
 
 static int open_for_append(RuntimeRecord *rec) {
         char path[4096];
+        struct stat st;
         snprintf(path, sizeof(path), "%s/%s", rec->dir, RUNTIME_RECORD_NAME);
-        if (rec->fd >= 0)
-                close(rec->fd);
-        rec->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-        return rec->fd < 0 ? -errno : 0;
+        close_record(rec);
+        /* Read and write: a shared writable mapping needs both. */
+        rec->fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+        if (rec->fd < 0)
+                return -errno;
+        if (fstat(rec->fd, &st) < 0) {
+                int r = -errno;
+                close_record(rec);
+                return r;
+        }
+        rec->used = (size_t) st.st_size;
+        return 0;
+}
+
+/* Maps a window from the page that holds the end of the lines, with room
+ * for at least need more bytes, its blocks reserved first. */
+static int map_window(RuntimeRecord *rec, size_t need) {
+        size_t page = (size_t) sysconf(_SC_PAGESIZE);
+        size_t start = rec->used / page * page;
+        size_t len = (rec->used - start + need + RUNTIME_WINDOW_BYTES + page - 1) / page * page;
+
+        unmap_window(rec);
+        int r = posix_fallocate(rec->fd, (off_t) start, (off_t) len);
+        if (r != 0)
+                return -r;
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, rec->fd, (off_t) start);
+        if (p == MAP_FAILED)
+                return -errno;
+        rec->map = p;
+        rec->map_offset = start;
+        rec->map_len = len;
+        return 0;
+}
+
+static int pwrite_all(int fd, const char *data, size_t len, size_t offset) {
+        while (len > 0) {
+                ssize_t n = pwrite(fd, data, len, (off_t) offset);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                data += n;
+                len -= (size_t) n;
+                offset += (size_t) n;
+        }
+        return 0;
+}
+
+static int append_bytes(RuntimeRecord *rec, const char *data, size_t len) {
+        if (rec->used + len <= rec->map_offset + rec->map_len || map_window(rec, len) >= 0)
+                memcpy(rec->map + (rec->used - rec->map_offset), data, len);
+        else {
+                /* No window: written through, at the end of the lines (not of
+                 * the file, which may hold a reserved tail). */
+                int r = pwrite_all(rec->fd, data, len, rec->used);
+                if (r < 0)
+                        return r;
+        }
+        rec->used += len;
+        return 0;
 }
 
 static int rewrite(RuntimeRecord *rec, const Store *s) {
@@ -105,20 +192,6 @@ int runtime_record_start(RuntimeRecord *rec, const char *bus_id, const Store *s)
         return r;
 }
 
-static int write_all(int fd, const char *data, size_t len) {
-        while (len > 0) {
-                ssize_t n = write(fd, data, len);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                data += n;
-                len -= (size_t) n;
-        }
-        return 0;
-}
-
 /* The whole record again, from s; said once when it fails, and when it works again. */
 static void rewrite_logged(RuntimeRecord *rec, const Store *s) {
         bool was_failed = rec->failed;
@@ -142,7 +215,7 @@ void runtime_record_append(RuntimeRecord *rec, const TextBuffer *lines, size_t n
         if (lines->oom)
                 rec->failed = true;
         if (!rec->failed && rec->fd >= 0) {
-                int r = write_all(rec->fd, lines->data, lines->len);
+                int r = append_bytes(rec, lines->data, lines->len);
                 if (r >= 0) {
                         rec->n_lines += n_lines;
                         rec->n_live = (size_t) ((long) rec->n_live + live_delta);

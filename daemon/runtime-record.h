@@ -17,8 +17,11 @@
 #define RUNTIME_RECORD_NAME "requests"
 
 typedef struct RuntimeRecord {
-        char *dir; /* NULL: no record is kept */
-        int fd;    /* the record, open for appending once started; -1 before or after a failure */
+        char *dir;   /* NULL: no record is kept */
+        int fd;      /* the record, open for appending once started; -1 before or after a failure */
+        size_t used; /* bytes of lines in it; past them, reserved zeros */
+        char *map;   /* the mapped window at its tail, or NULL */
+        size_t map_offset, map_len;
         char bus_id[RUNTIME_BUS_ID_LEN + 1];
         size_t n_lines; /* change lines in the file */
         size_t n_live;  /* requests the file describes */

@@ -23,6 +23,7 @@ from harness import (
     BrokerTestCase,
     PrivateBus,
     main,
+    skip_notice,
     wait_for,
 )
 
@@ -185,6 +186,52 @@ class TestReadoption(RestartTestCase):
         self.assertLess(size, 1100 * 400, "the record grows with changes, not with live requests")
         self.restart(signal.SIGKILL)
         self.assertEqual([r[0] for r in c.requests()], [keep])
+
+
+class TestFullRuntimeDir(RestartTestCase):
+    """Lines are copied into a reserved tail of the record; where the tmpfs
+    has no room for another such window they are written through instead,
+    and a kill -9 still loses no acknowledged request."""
+    daemon_args = ("--max-requests-per-connection", "100000", "--max-requests-per-uid", "100000")
+
+    def setUp(self):
+        self.mnt = tempfile.mkdtemp(prefix="pmqos-runfs-")
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", self.mnt],
+                           stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            os.rmdir(self.mnt)
+            skip_notice("a runtime record on a full tmpfs", "cannot mount a tmpfs: " + r.stderr.strip())
+            self.skipTest("cannot mount a tmpfs")
+        self.addCleanup(os.rmdir, self.mnt)
+        self.addCleanup(subprocess.run, ["umount", self.mnt])
+        super().setUp()
+        self.start_daemon(runtime_dir=self.mnt)
+        self.record = os.path.join(self.mnt, "requests")
+
+    def lines(self):
+        with open(self.record, "rb") as f:
+            data = f.read()
+        return data.rstrip(b"\0"), len(data)
+
+    def test_written_through_when_no_window_fits(self):
+        c = self.client()
+        cookies = [c.request(900)]
+        text, size = self.lines()
+        self.assertGreater(size, len(text), "a tail is reserved past the lines")
+        line = len(text.split(b"\n")[-2]) + 1
+        # Leave 40 KiB: less than a window, more than the lines past this one.
+        st = os.statvfs(self.mnt)
+        with open(os.path.join(self.mnt, "filler"), "wb") as f:
+            f.write(b"x" * (st.f_bavail * st.f_frsize - 40 * 1024))
+        n = (size - len(text) + 20 * 1024) // line + 1
+        cookies += [c.request(1000 + i) for i in range(n)]
+        text, size = self.lines()
+        self.assertEqual(size, len(text), "the last lines were written past the reserved tail")
+        self.assertEqual(text.count(b"\nadd "), n + 1)
+
+        self.restart(signal.SIGKILL, runtime_dir=self.mnt)
+        self.assertEqual(sorted(r[0] for r in c.requests()), sorted(cookies))
+        self.assertKernelAtMost(900)
 
 
 class TestStoredDescriptor(RestartTestCase):

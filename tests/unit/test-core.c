@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -70,7 +72,13 @@ static void load_with_record(Core *c, int device_fd, int64_t now) {
 /* What a kill -9 leaves: nothing given back, nothing saved; memory freed for the leak checker. */
 static void crash(Core *c) {
         store_done(&c->store);
-        runtime_record_done(&c->record);
+        /* The record as the kernel leaves it: mapping and descriptor gone,
+         * the reserved zeros past its lines still there. */
+        if (c->record.map)
+                munmap(c->record.map, c->record.map_len);
+        if (c->record.fd >= 0)
+                close(c->record.fd);
+        free(c->record.dir);
         runtime_data_done(&c->adoptable);
         free(c->record_pending.data); /* what a departure had not written yet dies with the process */
         close(c->sink.fd);            /* not sink_close(): a stand-in device keeps what it held, as the fd store does */
@@ -312,6 +320,14 @@ START_TEST(test_readoption) {
         core_drop_owner_finish(&c, &b);
         core_flush_record(&c);
         ck_assert_str_eq(unit_read_file(sysfs, CPU1), "40");
+        /* Lines are copied into the reserved tail: the file is longer than they are. */
+        struct stat st;
+        char path[400];
+        snprintf(path, sizeof(path), "%s/requests", runtime);
+        ck_assert_int_eq(stat(path, &st), 0);
+        size_t lines = strlen(unit_read_file(runtime, "requests"));
+        ck_assert_uint_gt((size_t) st.st_size, lines);
+        ck_assert_uint_eq(lines, c.record.used);
         crash(&c);
 
         /* kill -9, and the service manager gives the descriptor back. */
@@ -350,9 +366,11 @@ START_TEST(test_readoption) {
         ck_assert_ptr_null(store_get(&c.store, k1));
         ck_assert_ptr_nonnull(store_get(&c.store, k2));
         core_done(&c);
-        /* A clean stop gives cpu1 back; the record stays for a restart. */
+        /* A clean stop gives cpu1 back; the record stays for a restart, without its reserved tail. */
         ck_assert_str_eq(unit_read_file(sysfs, CPU1), "100");
         ck_assert_ptr_nonnull(strstr(unit_read_file(runtime, "requests"), "\nbus " BUS_ID "\n"));
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert_uint_eq((size_t) st.st_size, strlen(unit_read_file(runtime, "requests")));
 }
 END_TEST
 

@@ -75,6 +75,22 @@ START_TEST(test_replay) {
         ck_assert_str_eq(d.entries[1].sender, ":1.42");
         runtime_data_done(&d);
 
+        /* pmqosd killed while the file had its reserved tail: zeros after the
+         * lines, and a line cut short before them. */
+        size_t whole = b.len - 3;
+        char *padded = calloc(1, whole + 4096);
+        ck_assert_ptr_nonnull(padded);
+        memcpy(padded, b.data, whole);
+        ck_assert_int_eq(runtime_parse(padded, whole + 4096, &d, err, sizeof(err)), 0);
+        ck_assert_uint_eq(d.n_entries, 2);
+        ck_assert_str_eq(d.entries[1].sender, ":1.42"); /* the detach was cut short */
+        runtime_data_done(&d);
+        /* A zero anywhere but in that tail is damage. */
+        padded[whole - 40] = 0;
+        ck_assert_int_eq(runtime_parse(padded, whole + 4096, &d, err, sizeof(err)), -EBADMSG);
+        ck_assert_ptr_nonnull(strstr(err, "NUL"));
+        free(padded);
+
         free(b.data);
         store_done(&s);
 }
