@@ -85,7 +85,12 @@ START_TEST(test_request_line_exact) {
         TextBuffer b = {};
 
         store_init(&s, 7);
-        Request *r = add(&s, -1, true, "/bin/x a=b", "");
+        Request *r = request_new(&s); /* formatted, never added: any uid will do */
+        ck_assert_ptr_nonnull(r);
+        r->value = -1;
+        r->persistent = true;
+        r->created_usec = 1796014274123456;
+        r->exec = shared_string_new("/bin/x a=b");
         uint32_t cpus[] = { 0, 12, 4294967295u };
         ck_assert_int_eq(request_set_cpus(r, cpus, 3), 0);
         r->uid = 4294967294u;
@@ -107,6 +112,7 @@ START_TEST(test_request_line_exact) {
         text_append_uint(&b, UINT64_MAX);
         ck_assert_str_eq(b.data, "-9223372036854775808 0 18446744073709551615");
         free(b.data);
+        request_free(r);
         store_done(&s);
 }
 END_TEST
