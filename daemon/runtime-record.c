@@ -144,7 +144,9 @@ static int pwrite_all(int fd, const char *data, size_t len, size_t offset) {
 }
 
 static int append_bytes(RuntimeRecord *rec, const char *data, size_t len) {
-        if (rec->used + len <= rec->map_offset + rec->map_len || map_window(rec, len) >= 0)
+        if (!rec->map || rec->used + len > rec->map_offset + rec->map_len)
+                (void) map_window(rec, len); /* else no window: see below */
+        if (rec->map)
                 memcpy(rec->map + (rec->used - rec->map_offset), data, len);
         else {
                 /* No window: written through, at the end of the lines (not of
