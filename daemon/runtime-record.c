@@ -119,7 +119,7 @@ static int map_window(RuntimeRecord *rec, size_t need) {
         int r = posix_fallocate(rec->fd, (off_t) start, (off_t) len);
         if (r != 0)
                 return -r;
-        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, rec->fd, (off_t) start);
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, rec->fd, (off_t) start);
         if (p == MAP_FAILED)
                 return -errno;
         rec->map = p;

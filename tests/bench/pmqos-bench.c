@@ -395,9 +395,10 @@ static void reference_count(const char *sender, int delta) {
         h->data = (void *) (n + delta);
 }
 
-/* RequestsChanged at both paths for each departed holder; the last one's
- * also changes the effective value: LatencyChanged at both, and
- * PropertiesChanged — what pmqosd sends for the same departures. */
+/* RequestsChanged at both paths and PropertiesChanged (RequestCount) for
+ * each departed holder, as the contract has pmqosd tell a departure; the
+ * last one's also changes the effective value: LatencyChanged at both, and
+ * EffectiveLatency in its PropertiesChanged. */
 static int reference_departed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         static const char *const paths[] = { PATH, PMQOS_UPOWER_POLICY_PATH };
         const char *name, *old_owner, *new_owner;
@@ -413,6 +414,14 @@ static int reference_departed(sd_bus_message *m, void *userdata, sd_bus_error *e
         int r = 0;
         for (size_t i = 0; i < 2 && r >= 0; i++)
                 r = sd_bus_emit_signal(bus, paths[i], QOS, "RequestsChanged", NULL);
+        sd_bus_message *pc = NULL;
+        if (r >= 0)
+                r = sd_bus_message_new_signal(bus, &pc, PATH, "org.freedesktop.DBus.Properties", "PropertiesChanged");
+        if (r >= 0)
+                r = sd_bus_message_append(pc, "sa{sv}as", NATIVE, 1, "RequestCount", "u", reference_holders, 0);
+        if (r >= 0)
+                r = sd_bus_send(bus, pc, NULL);
+        sd_bus_message_unref(pc);
         return r;
 }
 
