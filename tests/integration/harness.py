@@ -83,6 +83,21 @@ def skip_notice(what, why):
     sys.stderr.write("SKIP: %s (%s)\n" % (what, why))
 
 
+def small_tmpfs(test, what, mode="0700", size="1m"):
+    """A tmpfs of its own for test (unmounted at its cleanup), or the test
+    skipped with a notice saying what goes unchecked."""
+    mnt = tempfile.mkdtemp(prefix="pmqos-tmpfs-")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=%s" % (size, mode), "tmpfs", mnt],
+                       stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        os.rmdir(mnt)
+        skip_notice(what, "cannot mount a tmpfs: " + r.stderr.strip())
+        test.skipTest("cannot mount a tmpfs")
+    test.addCleanup(os.rmdir, mnt)
+    test.addCleanup(subprocess.run, ["umount", mnt])
+    return mnt
+
+
 def wait_for(predicate, timeout=5.0, interval=0.005, what="condition"):
     deadline = time.monotonic() + timeout
     while True:

@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -27,7 +26,7 @@ from harness import (
     PrivateBus,
     TIME_SCALE,
     main,
-    skip_notice,
+    small_tmpfs,
     wait_for,
 )
 
@@ -84,15 +83,7 @@ class TestFailingDevice(BrokerTestCase):
 
 class TestReadOnlyStateDir(BrokerTestCase):
     def setUp(self):
-        self.mnt = tempfile.mkdtemp(prefix="pmqos-statefs-")
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", self.mnt],
-                           stderr=subprocess.PIPE, text=True)
-        if r.returncode != 0:
-            os.rmdir(self.mnt)
-            skip_notice("read-only state directory", "cannot mount a tmpfs: " + r.stderr.strip())
-            self.skipTest("cannot mount a tmpfs")
-        self.addCleanup(os.rmdir, self.mnt)
-        self.addCleanup(subprocess.run, ["umount", self.mnt])
+        self.mnt = small_tmpfs(self, "read-only state directory")
         super().setUp()
         self.daemon.stop()
         self.start_daemon((), state_dir=self.mnt)

@@ -10,7 +10,6 @@ import glob
 import os
 import signal
 import struct
-import subprocess
 import tempfile
 
 from gi.repository import GLib
@@ -23,7 +22,7 @@ from harness import (
     BrokerTestCase,
     PrivateBus,
     main,
-    skip_notice,
+    small_tmpfs,
     wait_for,
 )
 
@@ -195,15 +194,7 @@ class TestFullRuntimeDir(RestartTestCase):
     daemon_args = ("--max-requests-per-connection", "100000", "--max-requests-per-uid", "100000")
 
     def setUp(self):
-        self.mnt = tempfile.mkdtemp(prefix="pmqos-runfs-")
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", self.mnt],
-                           stderr=subprocess.PIPE, text=True)
-        if r.returncode != 0:
-            os.rmdir(self.mnt)
-            skip_notice("a runtime record on a full tmpfs", "cannot mount a tmpfs: " + r.stderr.strip())
-            self.skipTest("cannot mount a tmpfs")
-        self.addCleanup(os.rmdir, self.mnt)
-        self.addCleanup(subprocess.run, ["umount", self.mnt])
+        self.mnt = small_tmpfs(self, "a runtime record on a full tmpfs", mode="0755")
         super().setUp()
         self.start_daemon(runtime_dir=self.mnt)
         self.record = os.path.join(self.mnt, "requests")
