@@ -128,21 +128,6 @@ static int map_window(RuntimeRecord *rec, size_t need) {
         return 0;
 }
 
-static int pwrite_all(int fd, const char *data, size_t len, size_t offset) {
-        while (len > 0) {
-                ssize_t n = pwrite(fd, data, len, (off_t) offset);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                data += n;
-                len -= (size_t) n;
-                offset += (size_t) n;
-        }
-        return 0;
-}
-
 static int append_bytes(RuntimeRecord *rec, const char *data, size_t len) {
         if (!rec->map || rec->used + len > rec->map_offset + rec->map_len)
                 (void) map_window(rec, len); /* else no window: see below */

@@ -206,6 +206,21 @@ int state_save(const char *dir, const char *data, size_t len, bool durable) {
         return state_file_write(dir, STATE_NAME, data, len, true, durable);
 }
 
+int pwrite_all(int fd, const char *data, size_t len, size_t offset) {
+        while (len > 0) {
+                ssize_t n = pwrite(fd, data, len, (off_t) offset);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                data += n;
+                len -= (size_t) n;
+                offset += (size_t) n;
+        }
+        return 0;
+}
+
 int state_file_write(const char *dir, const char *name, const char *data, size_t len, bool sync, bool durable) {
         char tmp[4096], path[4096];
         int r = 0;
@@ -218,16 +233,7 @@ int state_file_write(const char *dir, const char *name, const char *data, size_t
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
-        for (size_t done = 0; done < len;) {
-                ssize_t n = write(fd, data + done, len - done);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        r = -errno;
-                        break;
-                }
-                done += (size_t) n;
-        }
+        r = pwrite_all(fd, data, len, 0); /* a fresh file: from its start */
         if (r == 0 && sync && fsync(fd) < 0)
                 r = -errno;
         if (close(fd) < 0 && r == 0)

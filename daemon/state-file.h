@@ -34,3 +34,6 @@ int state_hand_over_file(const char *dir, const char *name, uid_t uid, gid_t gid
 int state_file_read(const char *dir, const char *name, size_t max, char **ret, size_t *ret_len);
 void state_file_move_aside(const char *dir, const char *name, const char *why);
 int state_file_write(const char *dir, const char *name, const char *data, size_t len, bool sync, bool durable);
+
+/* All of data at offset of fd (a short write or EINTR is carried on); 0 or -errno. */
+int pwrite_all(int fd, const char *data, size_t len, size_t offset);
