@@ -97,9 +97,14 @@ class Container:
              "--console=pipe"],
             env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
         t0 = time.monotonic()
-        self.pid1 = wait_for(self.find_init, what="the container's systemd")
-        wait_for(lambda: self.sh("systemctl is-system-running 2>/dev/null || true").stdout.strip()
-                         in ("running", "degraded") and "up", timeout=60, what="the container to boot")
+        self.pid1 = wait_for(self.find_init, interval=0.002, what="the container's systemd")
+        try:
+            wait_for(lambda: self.sh("systemctl is-system-running 2>/dev/null || true").stdout.strip()
+                             in ("running", "degraded") and "up", timeout=60, what="the container to boot")
+        except AssertionError as e:
+            raise AssertionError("%s; its jobs:\n%s\nnspawn's output:\n%s"
+                                 % (e, self.sh("systemctl list-jobs --no-pager 2>&1").stdout,
+                                    self.output()[-4000:])) from None
         self.boot_seconds = time.monotonic() - t0
         self.prepare()
 
@@ -115,16 +120,21 @@ class Container:
         return dest
 
     def find_init(self):
-        # The container's PID 1 is nspawn's child.
+        """The container's PID 1: the child of nspawn that is pid 1 in its
+        own namespace. For a moment nspawn has another child too, the one
+        that forks PID 1 and exits: taking it would leave every later
+        nsenter aimed at a process that is gone."""
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
                 continue
             try:
-                with open("/proc/%s/stat" % pid) as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError):
+                with open("/proc/%s/status" % pid) as f:
+                    fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+                ppid = int(fields["PPid"])
+                nspids = fields["NSpid"].split()
+            except (OSError, ValueError, KeyError):
                 continue
-            if ppid == self.nspawn.pid:
+            if ppid == self.nspawn.pid and len(nspids) > 1 and nspids[-1] == "1":
                 return int(pid)
         if self.nspawn.poll() is not None:
             raise AssertionError("systemd-nspawn exited:\n" + self.output())
