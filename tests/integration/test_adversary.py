@@ -5,7 +5,6 @@ limits, the real polkitd and a never-answering authentication agent. After
 each: pmqosd alive, honest clients' requests intact, the kernel value equal
 to the model."""
 
-import grp
 import json
 import os
 import pwd
@@ -13,7 +12,6 @@ import re
 import shutil
 import signal
 import stat
-import struct
 import subprocess
 import sys
 import tempfile
@@ -45,7 +43,6 @@ from harness import (
     TIME_SCALE,
     UPOWER_PATH,
     BrokerTestCase,
-    Daemon,
     main,
     skip_notice,
     wait_for,

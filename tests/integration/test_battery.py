@@ -18,7 +18,6 @@ from harness import (
     NATIVE_IFACE,
     PATH,
     BrokerTestCase,
-    PrivateBus,
     main,
     skip_notice,
 )

@@ -15,7 +15,6 @@ from harness import (
     IS_ROOT,
     NATIVE_IFACE,
     BrokerTestCase,
-    Daemon,
     main,
     skip_notice,
     wait_for,

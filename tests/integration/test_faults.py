@@ -21,7 +21,6 @@ from harness import (
     IS_ROOT,
     NATIVE_IFACE,
     BrokerTestCase,
-    Daemon,
     Polkitd,
     PrivateBus,
     TIME_SCALE,

@@ -10,7 +10,6 @@ import sys
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 
 from harness import LATENCY_MAX, NOBODY, ROUNDS, BrokerTestCase, PrivateBus, cpu_hog, forge_signal, main, wait_for

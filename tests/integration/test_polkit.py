@@ -3,11 +3,9 @@
 and rules installed for the run, users created for it, and callers of
 several uids. Needs root (users, polkit files, setpriv); says so if not."""
 
-import grp
 import os
 import pwd
 import select
-import shutil
 import subprocess
 import sys
 import time
@@ -20,7 +18,6 @@ from harness import (
     polkit_uid,
     polkit_uninstall,
     NOBODY,
-    SOURCE_ROOT,
     BrokerTestCase,
     IS_ROOT,
     TIME_SCALE,

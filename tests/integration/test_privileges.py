@@ -4,11 +4,9 @@ files as root, then runs as pmqos with no capabilities and still serves
 everything — including polkit checks of its callers, which polkitd allows
 because the project's actions name unix-user:pmqos as their owner."""
 
-import grp
 import os
 import pwd
 import shutil
-import subprocess
 import unittest
 
 from gi.repository import GLib

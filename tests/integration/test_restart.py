@@ -17,13 +17,11 @@ from gi.repository import GLib
 from harness import (
     NATIVE_IFACE,
     PATH,
-    PMQOSD,
     UPOWER_PATH,
     BrokerTestCase,
     PrivateBus,
     main,
     small_tmpfs,
-    wait_for,
 )
 
 

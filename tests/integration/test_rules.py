@@ -20,7 +20,6 @@ from harness import (
     forge_signal,
     main,
     owner_of,
-    wait_for,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))

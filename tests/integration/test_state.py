@@ -18,7 +18,6 @@ from harness import (
     NATIVE_IFACE,
     PMQOSD,
     BrokerTestCase,
-    Daemon,
     main,
 )
 

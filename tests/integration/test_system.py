@@ -21,7 +21,6 @@ from harness import (
     SOURCE_ROOT,
     UPOWER_PATH,
     BrokerTestCase,
-    Daemon,
     main,
     wait_for,
 )
