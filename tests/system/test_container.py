@@ -96,7 +96,18 @@ class Container:
              "--bind-ro=%s:/pmqos-install" % self.install_tree, "--machine=pmqos-system",
              "--console=pipe"],
             env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
+        # From here on a failure stops the container before it is reported:
+        # tearDownModule never runs for a module whose setUp failed.
+        try:
+            self.boot()
+            self.prepare()
+        except BaseException:
+            self.stop()
+            raise
+
+    def boot(self):
         t0 = time.monotonic()
+        self.pid1 = None
         self.pid1 = wait_for(self.find_init, interval=0.002, what="the container's systemd")
         try:
             wait_for(lambda: self.sh("systemctl is-system-running 2>/dev/null || true").stdout.strip()
@@ -106,7 +117,6 @@ class Container:
                                  % (e, self.sh("systemctl list-jobs --no-pager 2>&1").stdout,
                                     self.output()[-4000:])) from None
         self.boot_seconds = time.monotonic() - t0
-        self.prepare()
 
     def install(self):
         build = os.path.join(self.work, "build")
