@@ -107,7 +107,6 @@ class Container:
 
     def boot(self):
         t0 = time.monotonic()
-        self.pid1 = None
         self.pid1 = wait_for(self.find_init, interval=0.002, what="the container's systemd")
         try:
             wait_for(lambda: self.sh("systemctl is-system-running 2>/dev/null || true").stdout.strip()
