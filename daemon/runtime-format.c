@@ -20,11 +20,10 @@
 #define RUNTIME_MAGIC "pmqos-runtime"
 
 void runtime_data_done(RuntimeData *d) {
-        for (size_t i = 0; i < d->n_entries; i++) {
+        for (size_t i = 0; i < d->n_entries; i++)
                 request_free(d->entries[i].request);
-                free(d->entries[i].sender);
-        }
         free(d->entries);
+        free(d->text);
         *d = (RuntimeData){};
 }
 
@@ -66,20 +65,13 @@ void runtime_format_detach(TextBuffer *b, uint32_t cookie) {
 /* ---- reading ---- */
 
 typedef struct Replay {
-        RuntimeData d;          /* the bus id; entries are filled in at the end */
-        RuntimeEntry **entries; /* in creation order; NULL where removed */
-        size_t n_entries, n_cap;
-        Hashmap live; /* cookie → RuntimeEntry */
+        RuntimeData d; /* entries in creation order, request NULL where removed until the end */
+        size_t n_cap;
+        size_t n_changes;
+        Hashmap live; /* cookie → its entry's index + 1 */
+        ExecCache execs;
         bool have_header, have_bus;
 } Replay;
-
-static void entry_free(RuntimeEntry *e) {
-        if (!e)
-                return;
-        request_free(e->request);
-        free(e->sender);
-        free(e);
-}
 
 static int bad(const char **why, const char *reason) {
         *why = reason;
@@ -123,10 +115,11 @@ static RuntimeEntry *lookup(Replay *p, const char *text, const char **rest) {
         if (state_parse_i64(buf, 1, UINT32_MAX, &v) < 0)
                 return NULL;
         uint32_t cookie = (uint32_t) v;
-        RuntimeEntry *e = hashmap_get(&p->live, &cookie);
-        if (e)
-                *rest = end ? end + 1 : NULL;
-        return e;
+        uintptr_t slot = (uintptr_t) hashmap_get(&p->live, &cookie);
+        if (slot == 0)
+                return NULL;
+        *rest = end ? end + 1 : NULL;
+        return &p->d.entries[slot - 1];
 }
 
 static int parse_add(Replay *p, char *fields, const char **why) {
@@ -140,7 +133,7 @@ static int parse_add(Replay *p, char *fields, const char **why) {
                 return bad(why, "invalid sender");
 
         Request *req;
-        int r = state_parse_request(rest, &req, why);
+        int r = state_parse_request(rest, &p->execs, &req, why);
         if (r < 0)
                 return r;
         req->persistent = false;
@@ -148,27 +141,19 @@ static int parse_add(Replay *p, char *fields, const char **why) {
                 request_free(req);
                 return bad(why, "add of a live cookie");
         }
-        if (p->n_entries == p->n_cap) {
+        if (p->d.n_entries == p->n_cap) {
                 size_t cap = p->n_cap ? p->n_cap * 2 : 64;
-                RuntimeEntry **e = realloc(p->entries, cap * sizeof(RuntimeEntry *));
+                RuntimeEntry *e = realloc(p->d.entries, cap * sizeof(RuntimeEntry));
                 if (!e) {
                         request_free(req);
                         return -ENOMEM;
                 }
-                p->entries = e;
+                p->d.entries = e;
                 p->n_cap = cap;
         }
-        RuntimeEntry *e = calloc(1, sizeof(RuntimeEntry));
-        if (e)
-                e->sender = strdup(sender);
-        if (!e || !e->sender) {
-                free(e);
-                request_free(req);
-                return -ENOMEM;
-        }
-        e->request = req;
-        p->entries[p->n_entries++] = e;
-        return hashmap_put(&p->live, &req->cookie, e);
+        /* The sender stays where it is, in the text (NUL-terminated above). */
+        p->d.entries[p->d.n_entries++] = (RuntimeEntry){ .request = req, .sender = sender };
+        return hashmap_put(&p->live, &req->cookie, (void *) (uintptr_t) p->d.n_entries);
 }
 
 static int parse_change(Replay *p, const char *verb, char *args, const char **why) {
@@ -187,7 +172,7 @@ static int parse_change(Replay *p, const char *verb, char *args, const char **wh
         if (rest)
                 return bad(why, "trailing fields");
         if (strcmp(verb, "detach") == 0) {
-                e->sender[0] = 0;
+                e->sender = "";
                 return 0;
         }
         hashmap_remove(&p->live, &e->request->cookie);
@@ -213,6 +198,7 @@ static int parse_line(void *userdata, char *line, const char **why) {
                 p->have_bus = true;
                 return 0;
         }
+        p->n_changes++;
         if (strncmp(line, "add ", 4) == 0)
                 return parse_add(p, line + 4, why);
         static const char *const verbs[] = { "value", "detach", "remove" };
@@ -224,72 +210,71 @@ static int parse_line(void *userdata, char *line, const char **why) {
         return bad(why, "unknown record");
 }
 
-/* The live entries, in order, as the result; every slot is freed. */
-static int collect(Replay *p, bool keep) {
+/* The live entries, in order: the removed ones' slots close up. */
+static void collect(RuntimeData *d) {
         size_t n = 0;
-        int r = 0;
-
-        if (keep && p->n_entries > 0) {
-                p->d.entries = calloc(p->n_entries, sizeof(RuntimeEntry));
-                if (!p->d.entries)
-                        r = -ENOMEM;
-        }
-        for (size_t i = 0; i < p->n_entries; i++) {
-                RuntimeEntry *e = p->entries[i];
-                if (r >= 0 && keep && e->request) {
-                        p->d.entries[n++] = *e;
-                        free(e);
-                } else
-                        entry_free(e);
-        }
-        free(p->entries);
-        p->d.n_entries = n;
-        return r;
+        for (size_t i = 0; i < d->n_entries; i++)
+                if (d->entries[i].request)
+                        d->entries[n++] = d->entries[i];
+        d->n_entries = n;
 }
 
-int runtime_parse(const char *buf, size_t len, RuntimeData *ret, char *err, size_t err_size) {
+static int too_large(char *err, size_t err_size) {
+        snprintf(err, err_size, "larger than %u MiB", RUNTIME_FILE_MAX / (1024 * 1024));
+        return -EBADMSG;
+}
+
+int runtime_parse_in_place(char *buf, size_t len, RuntimeData *ret, char *err, size_t err_size) {
         Replay p = {};
         const char *why = NULL;
         unsigned lineno = 0;
         int r = 0;
 
         if (len > RUNTIME_FILE_MAX) {
-                snprintf(err, err_size, "larger than %u MiB", RUNTIME_FILE_MAX / (1024 * 1024));
-                return -EBADMSG;
+                free(buf);
+                return too_large(err, err_size);
         }
         /* Zeros after the lines: the tail reserved while pmqosd ran (it was killed). */
         while (len > 0 && buf[len - 1] == 0)
                 len--;
         if (memchr(buf, 0, len)) {
+                free(buf);
                 snprintf(err, err_size, "contains a NUL byte");
                 return -EBADMSG;
         }
         /* A write cut short leaves a partial last line: that change never completed. */
         while (len > 0 && buf[len - 1] != '\n')
                 len--;
-
-        char *copy = malloc(len + 1);
-        if (!copy)
-                return -ENOMEM;
-        memcpy(copy, buf, len);
-        copy[len] = 0;
+        buf[len] = 0;
+        p.d.text = buf;
+        p.d.length = len;
         hashmap_init(&p.live, &hashmap_u32_ops);
+        exec_cache_init(&p.execs);
 
-        r = state_parse_lines(copy, parse_line, &p, &lineno, &why);
+        r = state_parse_lines(buf, parse_line, &p, &lineno, &why);
         if (r >= 0 && !p.have_bus)
                 r = bad(&why, "no header and bus line (empty or truncated record)");
         if (r == -EBADMSG)
                 snprintf(err, err_size, "line %u: %s", lineno, why);
 
         hashmap_clear(&p.live);
-        free(copy);
-        int k = collect(&p, r >= 0);
-        if (r >= 0)
-                r = k;
+        exec_cache_done(&p.execs);
         if (r < 0) {
                 runtime_data_done(&p.d);
                 return r;
         }
+        collect(&p.d);
+        p.d.n_changes = p.n_changes;
         *ret = p.d;
         return 0;
+}
+
+int runtime_parse(const char *buf, size_t len, RuntimeData *ret, char *err, size_t err_size) {
+        if (len > RUNTIME_FILE_MAX)
+                return too_large(err, err_size);
+        char *copy = malloc(len + 1);
+        if (!copy)
+                return -ENOMEM;
+        memcpy(copy, buf, len);
+        return runtime_parse_in_place(copy, len, ret, err, err_size);
 }

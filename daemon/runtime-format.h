@@ -17,14 +17,19 @@
 #define RUNTIME_SENDER_MAX 255
 
 typedef struct RuntimeEntry {
-        Request *request; /* owned; not persistent, in no store */
-        char *sender;     /* the owner's unique name when recorded, "" once it left */
+        Request *request;   /* owned; not persistent, in no store */
+        const char *sender; /* the owner's unique name when recorded, "" once it left (in RuntimeData.text) */
 } RuntimeEntry;
 
 typedef struct RuntimeData {
         char bus_id[RUNTIME_BUS_ID_LEN + 1]; /* the bus the senders were on */
         RuntimeEntry *entries;               /* in creation order */
         size_t n_entries;
+        /* The record as read: its complete lines are its first length
+         * bytes, n_changes of them changes; a new run of the same bus goes
+         * on writing after them (runtime_record_resume()). */
+        size_t length, n_changes;
+        char *text; /* the record's text, cut into lines: the senders point into it */
 } RuntimeData;
 
 void runtime_data_done(RuntimeData *d);
@@ -33,6 +38,10 @@ void runtime_data_done(RuntimeData *d);
  * short) is ignored; anything else unexpected makes the whole record
  * corrupt: -EBADMSG with the reason ("line 3: …") in err. */
 int runtime_parse(const char *buf, size_t len, RuntimeData *ret, char *err, size_t err_size);
+/* The same without a copy: takes buf (malloc'd, len bytes and room for
+ * one more), cuts it into lines in place and keeps it in ret (freed at
+ * once on failure). */
+int runtime_parse_in_place(char *buf, size_t len, RuntimeData *ret, char *err, size_t err_size);
 
 /* The record's lines: the header, and one line per change. */
 void runtime_format_header(TextBuffer *b, const char *bus_id);

@@ -81,8 +81,7 @@ int runtime_record_load(RuntimeRecord *rec, RuntimeData *ret) {
         int r = state_file_read(rec->dir, RUNTIME_RECORD_NAME, RUNTIME_FILE_MAX, &buf, &len);
         if (r == -ENOENT || r == -EBADMSG)
                 return 0;
-        r = runtime_parse(buf, len, ret, err, sizeof(err));
-        free(buf);
+        r = runtime_parse_in_place(buf, len, ret, err, sizeof(err)); /* takes buf, which has room for a NUL */
         if (r == -EBADMSG) {
                 state_file_move_aside(rec->dir, RUNTIME_RECORD_NAME, err);
                 return 0;

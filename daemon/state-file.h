@@ -32,6 +32,7 @@ int state_save(const char *dir, const char *data, size_t len, bool durable);
  * atomically (temp file and rename; fsync only when sync). */
 int state_hand_over_file(const char *dir, const char *name, uid_t uid, gid_t gid);
 int state_file_read(const char *dir, const char *name, size_t max, char **ret, size_t *ret_len);
+/* (What state_file_read() returns has room for one byte more than *ret_len.) */
 void state_file_move_aside(const char *dir, const char *name, const char *why);
 int state_file_write(const char *dir, const char *name, const char *data, size_t len, bool sync, bool durable);
 

@@ -203,14 +203,38 @@ int state_parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret) {
         return 0;
 }
 
-/* The command line as a listing shows it: cleaned like one read from /proc. */
-static int set_exec(Request *r, const char *val) {
+void exec_cache_init(ExecCache *c) {
+        hashmap_init(&c->by_text, &hashmap_string_ops);
+}
+
+void exec_cache_done(ExecCache *c) {
+        void *s;
+        for (size_t i = 0; hashmap_next(&c->by_text, &i, &s);)
+                shared_string_unref(s);
+        hashmap_clear(&c->by_text);
+}
+
+/* The command line as a listing shows it: cleaned like one read from /proc,
+ * and shared with the requests before it that have the same. */
+static int set_exec(Request *r, const char *val, ExecCache *execs) {
+        SharedString *s = execs ? hashmap_get(&execs->by_text, val) : NULL;
+        if (s) {
+                r->exec = shared_string_ref(s);
+                return 0;
+        }
         char *clean = text_clean(val, strlen(val), PMQOS_EXEC_MAX);
         if (!clean)
                 return -ENOMEM;
-        r->exec = shared_string_new(clean);
+        s = shared_string_new(clean);
+        bool unchanged = strcmp(clean, val) == 0;
         free(clean);
-        return r->exec ? 0 : -ENOMEM;
+        if (!s)
+                return -ENOMEM;
+        r->exec = s;
+        /* Only a text that needed no cleaning is its own key; out of memory, it is just not shared. */
+        if (execs && unchanged && hashmap_put(&execs->by_text, s->text, s) >= 0)
+                shared_string_ref(s);
+        return 0;
 }
 
 static int parse_cpus(char *s, Request *r) {
@@ -249,7 +273,7 @@ static const char *const request_fields[] = { "cookie",  "type",    "value", "ui
                                               "created", "expires", "cpus",  "exec", "reason" };
 
 /* One key=value of a request record, the key's index in request_fields. */
-static int parse_field(Request *r, unsigned i, char *val) {
+static int parse_field(Request *r, unsigned i, char *val, ExecCache *execs) {
         int64_t v = 0;
         int k = 0;
         QosType t;
@@ -290,7 +314,7 @@ static int parse_field(Request *r, unsigned i, char *val) {
         case F_EXEC:
                 k = state_unescape(val);
                 if (k >= 0 && val[0])
-                        k = set_exec(r, val);
+                        k = set_exec(r, val, execs);
                 break;
         case F_REASON:
                 k = state_unescape(val);
@@ -308,7 +332,7 @@ static int parse_field(Request *r, unsigned i, char *val) {
         return k;
 }
 
-int state_parse_request(char *fields, Request **ret, const char **why) {
+int state_parse_request(char *fields, ExecCache *execs, Request **ret, const char **why) {
         Request *r = calloc(1, sizeof(Request));
         unsigned seen = 0;
 
@@ -342,7 +366,7 @@ int state_parse_request(char *fields, Request **ret, const char **why) {
                         goto fail;
                 }
                 seen |= 1u << i;
-                if (parse_field(r, i, eq + 1) < 0) {
+                if (parse_field(r, i, eq + 1, execs) < 0) {
                         *why = "invalid request field value";
                         goto fail;
                 }
@@ -384,6 +408,7 @@ static int append_original(StateData *d, uint32_t cpu, const char *value) {
 typedef struct Parser {
         StateData d;
         Hashmap cookies;
+        ExecCache execs;
         bool have_header, have_floor, have_end;
 } Parser;
 
@@ -429,7 +454,7 @@ static int parse_cpu(Parser *p, char *fields, const char **why) {
 
 static int parse_request_record(Parser *p, char *fields, const char **why) {
         Request *req;
-        int r = state_parse_request(fields, &req, why);
+        int r = state_parse_request(fields, &p->execs, &req, why);
         if (r < 0)
                 return r;
         if (hashmap_get(&p->cookies, &req->cookie)) {
@@ -495,6 +520,7 @@ int state_parse(const char *buf, size_t len, StateData *ret, char *err, size_t e
         if (!copy)
                 return -ENOMEM;
         hashmap_init(&p.cookies, &hashmap_u32_ops);
+        exec_cache_init(&p.execs);
         memcpy(copy, buf, len);
         copy[len] = 0;
 
@@ -507,6 +533,7 @@ int state_parse(const char *buf, size_t len, StateData *ret, char *err, size_t e
                 r = fail(err, err_size, lineno, why);
 
         hashmap_clear(&p.cookies);
+        exec_cache_done(&p.execs);
         free(copy);
         if (r < 0) {
                 state_data_done(&p.d);

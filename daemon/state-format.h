@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hashmap.h"
 #include "store.h"
 
 #define STATE_FORMAT_VERSION 1
@@ -48,11 +49,22 @@ void text_printf(TextBuffer *b, const char *fmt, ...) __attribute__((format(prin
 /* Writes the header, the floor, the originals and every persistent request of s. */
 int state_serialize(const Store *s, int32_t floor, const CpuOriginal *originals, size_t n_originals, TextBuffer *out);
 
+/* The command lines met while parsing one file, each kept once: most
+ * requests of a file come from a few programs (a restart with 10,000
+ * requests of one client would otherwise clean and hold its command line
+ * 10,000 times). Holds a reference to each; lives as long as the parse. */
+typedef struct ExecCache {
+        Hashmap by_text; /* cleaned command line → SharedString */
+} ExecCache;
+
+void exec_cache_init(ExecCache *c);
+void exec_cache_done(ExecCache *c);
+
 /* Shared with the runtime record (runtime-format.c): one request's fields,
  * "cookie=… reason=…" without a newline, and their parser (in place; the
- * request comes back persistent and in no store). */
+ * request comes back persistent and in no store). execs may be NULL. */
 void state_format_request(TextBuffer *out, const Request *r);
-int state_parse_request(char *fields, Request **ret, const char **why);
+int state_parse_request(char *fields, ExecCache *execs, Request **ret, const char **why);
 /* Canonical decimal in [min, max]; percent-decoding in place (no NUL). */
 int state_parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret);
 int state_unescape(char *s);

@@ -3,6 +3,7 @@
  * requests, a write cut short, and the records that must be refused whole. */
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,12 +68,17 @@ START_TEST(test_replay) {
         ck_assert_int_eq(d.entries[1].request->expires_usec, 1796014999000000);
         ck_assert_uint_eq(d.entries[1].request->n_cpus, 2);
         ck_assert_uint_eq(d.entries[1].request->cpus[0], 0);
+        /* Where a new run goes on writing: after every line, six changes in all. */
+        ck_assert_uint_eq(d.length, b.len);
+        ck_assert_uint_eq(d.n_changes, 6);
         runtime_data_done(&d);
 
         /* A write cut short by a crash: the last change never happened. */
         b.data[b.len - 3] = 0;
         ck_assert_int_eq(runtime_parse(b.data, b.len - 3, &d, err, sizeof(err)), 0);
         ck_assert_str_eq(d.entries[1].sender, ":1.42");
+        ck_assert_uint_eq(d.length, strrchr(b.data, '\n') + 1 - b.data); /* the partial line is not counted */
+        ck_assert_uint_eq(d.n_changes, 5);
         runtime_data_done(&d);
 
         /* pmqosd killed while the file had its reserved tail: zeros after the
@@ -150,11 +156,43 @@ START_TEST(test_refused_whole) {
 }
 END_TEST
 
+/* Requests of one program share its command line once read back, as they
+ * did while it ran; one that had to be cleaned is still cleaned. */
+START_TEST(test_command_lines_shared) {
+        RuntimeData d;
+        char err[256];
+        const char *line = "type=cpu_dma value=1 uid=0 pid=1 created=1 expires=0 cpus= reason= exec=";
+
+        char text[2048];
+        snprintf(text, sizeof(text),
+                 "pmqos-runtime 1\nbus " BUS "\n"
+                 "add sender=:1.5 cookie=5 %s/usr/bin/jackd%%20-d%%20alsa\n"
+                 "add sender=:1.6 cookie=6 %s/usr/bin/game\n"
+                 "add sender=:1.5 cookie=7 %s/usr/bin/jackd%%20-d%%20alsa\n"
+                 "remove 5\n"
+                 "add sender=:1.5 cookie=8 %s/usr/bin/jackd%%20-d%%20alsa\n"
+                 "add sender=:1.7 cookie=9 %sbad%%01byte\n"
+                 "add sender=:1.7 cookie=10 %sbad%%01byte\n",
+                 line, line, line, line, line, line);
+        ck_assert_int_eq(parse_text(text, &d, err), 0);
+        ck_assert_uint_eq(d.n_entries, 5);
+        ck_assert_str_eq(request_exec(d.entries[1].request), "/usr/bin/jackd -d alsa");
+        ck_assert_ptr_eq(d.entries[1].request->exec, d.entries[2].request->exec); /* after 5 is gone too */
+        ck_assert_ptr_ne(d.entries[0].request->exec, d.entries[1].request->exec);
+        ck_assert_uint_eq(d.entries[1].request->exec->n_ref, 2);
+        ck_assert_str_eq(request_exec(d.entries[3].request), "bad\\x01byte");
+        ck_assert_str_eq(request_exec(d.entries[4].request), "bad\\x01byte");
+        ck_assert_str_eq(d.entries[4].sender, ":1.7");
+        runtime_data_done(&d);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("runtime-format");
         TCase *tc = tcase_create("runtime-format");
         tcase_add_test(tc, test_replay);
         tcase_add_test(tc, test_refused_whole);
+        tcase_add_test(tc, test_command_lines_shared);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_FORK_GETENV);
 }
