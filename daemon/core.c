@@ -562,6 +562,13 @@ int core_start(Core *c, const char *bus_id, RequestOwner *const *owners, int64_t
         size_t n_adopted = 0, n_ownerless = 0, n_detached = 0, n_dropped = 0;
         int r;
 
+        /* A record of this very bus goes on: only what this start changes in
+         * it is appended. Another bus's (or none) is written anew below. */
+        bool resume = bus_id && d->length > 0 && strcmp(d->bus_id, bus_id) == 0;
+        size_t n_recorded = d->n_entries, length = d->length, n_changes = d->n_changes;
+        TextBuffer lines = {};
+        size_t n_lines = 0;
+
         for (size_t i = 0; i < d->n_entries; i++) {
                 Request *req = d->entries[i].request;
                 RequestOwner *owner = owners ? owners[i] : NULL;
@@ -571,35 +578,49 @@ int core_start(Core *c, const char *bus_id, RequestOwner *const *owners, int64_t
                 if (req->n_cpus == 0 && req->value >= 0 && (*min < 0 || req->value < *min))
                         *min = req->value;
                 bool expired = req->expires_usec > 0 && req->expires_usec <= now;
-                if (expired || (!owner && req->expires_usec == 0) || store_get(&c->store, req->cookie)) {
-                        n_dropped++;
-                        continue;
+                bool dropped = expired || (!owner && req->expires_usec == 0) || store_get(&c->store, req->cookie);
+                if (!dropped) {
+                        mark_if_cpus_gone(c, req);
+                        dropped = store_add(&c->store, req, owner) < 0;
                 }
-                mark_if_cpus_gone(c, req);
-                if (store_add(&c->store, req, owner) < 0) {
+                if (dropped) {
                         n_dropped++;
+                        if (resume) {
+                                runtime_format_remove(&lines, req->cookie);
+                                n_lines++;
+                        }
                         continue;
                 }
                 d->entries[i].request = NULL;
                 n_adopted++;
                 if (!owner)
                         n_ownerless++;
-                if (!owner && d->entries[i].sender[0])
+                if (!owner && d->entries[i].sender[0]) {
                         n_detached++; /* a timed request whose owner left while we were down */
+                        if (resume) {
+                                runtime_format_detach(&lines, req->cookie);
+                                n_lines++;
+                        }
+                }
         }
         runtime_data_done(d);
 
         r = commit(c);
         if (r < 0) {
                 log_error("Cannot apply the loaded latency requests: %s", strerror(-r));
+                free(lines.data);
                 *changes = (ChangeSet){};
                 return r;
         }
         if (bus_id) {
-                /* Written whole from the store: whatever was left behind is in it. */
                 discard_pending_record(c);
-                (void) runtime_record_start(&c->record, bus_id, &c->store); /* logs */
+                if (resume)
+                        (void) runtime_record_resume(&c->record, bus_id, length, n_changes, n_recorded, &lines, n_lines,
+                                                     -(long) n_dropped, &c->store); /* logs */
+                else /* written whole from the store: whatever was left behind is in it */
+                        (void) runtime_record_start(&c->record, bus_id, &c->store); /* logs */
         }
+        free(lines.data);
         if (n_adopted + n_dropped > 0)
                 log_info("Re-adopted %zu request(s) of the previous run (%zu timed ones without an owner on the bus); "
                          "%zu ended with their owner or deadline while pmqosd was down.",

@@ -178,6 +178,22 @@ int runtime_record_start(RuntimeRecord *rec, const char *bus_id, const Store *s)
         return r;
 }
 
+int runtime_record_resume(RuntimeRecord *rec, const char *bus_id, size_t length, size_t n_changes, size_t n_live,
+                          const TextBuffer *lines, size_t n_lines, long live_delta, const Store *s) {
+        if (!rec->dir)
+                return 0;
+        snprintf(rec->bus_id, sizeof(rec->bus_id), "%s", bus_id);
+        /* What follows the complete lines (the reserved zeros, a line a kill cut short) goes. */
+        if (open_for_append(rec) < 0 || rec->used < length || ftruncate(rec->fd, (off_t) length) < 0)
+                return runtime_record_start(rec, bus_id, s);
+        rec->used = length;
+        rec->n_lines = n_changes;
+        rec->n_live = n_live;
+        rec->failed = false;
+        runtime_record_append(rec, lines, n_lines, live_delta, s);
+        return 0;
+}
+
 /* The whole record again, from s; said once when it fails, and when it works again. */
 static void rewrite_logged(RuntimeRecord *rec, const Store *s) {
         bool was_failed = rec->failed;

@@ -41,6 +41,15 @@ int runtime_record_load(RuntimeRecord *rec, RuntimeData *ret);
  * that is not persistent, written whole, then kept open for appending. */
 int runtime_record_start(RuntimeRecord *rec, const char *bus_id, const Store *s);
 
+/* Goes on with the previous run's record, which was read as of bus_id:
+ * cut to its complete lines (the first length bytes, n_changes changes
+ * describing n_live requests), then the start's own changes appended as by
+ * runtime_record_append(). A start that re-adopts 10,000 requests so
+ * writes only what differs. Written whole from s when the file cannot be
+ * reopened. */
+int runtime_record_resume(RuntimeRecord *rec, const char *bus_id, size_t length, size_t n_changes, size_t n_live,
+                          const TextBuffer *lines, size_t n_lines, long live_delta, const Store *s);
+
 /* Appends the lines of one transaction (lines is empty: nothing): n_lines
  * changes, after which the record describes live_delta more requests (or
  * fewer). When the file has

@@ -447,6 +447,84 @@ START_TEST(test_big_departure_rewrites_the_record) {
 }
 END_TEST
 
+static ino_t record_inode(void) {
+        char path[400];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/requests", runtime);
+        ck_assert_int_eq(stat(path, &st), 0);
+        return st.st_ino;
+}
+
+/* A restart on the same bus goes on with the record instead of writing it
+ * whole: the lines stay where they are, the start's own changes (an owner
+ * gone, a timed request detached) are appended after what a kill left. */
+START_TEST(test_start_goes_on_with_the_record) {
+        Core c;
+        ChangeSet cs;
+        RequestOwner a = { .name = ":1.5" }, b = { .name = ":1.7" }, a2 = { .name = ":1.5" };
+
+        load_with_record(&c, -1, 0);
+        ck_assert_int_eq(core_start(&c, BUS_ID, NULL, 0, &cs), 0);
+        Request *kept = new_request(&c, 50, false, 0, UINT32_MAX);
+        uint32_t k_kept = kept->cookie;
+        ck_assert_int_eq(core_add(&c, kept, &a, &cs), 0);
+        Request *gone = new_request(&c, 30, false, 0, UINT32_MAX);
+        uint32_t k_gone = gone->cookie;
+        ck_assert_int_eq(core_add(&c, gone, &b, &cs), 0);
+        Request *timed = new_request(&c, 40, false, 1000000, UINT32_MAX);
+        uint32_t k_timed = timed->cookie;
+        ck_assert_int_eq(core_add(&c, timed, &b, &cs), 0);
+        ino_t inode = record_inode();
+        char *before = strdup(unit_read_file(runtime, "requests"));
+        ck_assert_ptr_nonnull(before);
+        crash(&c); /* the reserved zeros stay behind the lines */
+
+        /* :1.7 left while pmqosd was down; :1.5 is still there. */
+        load_with_record(&c, -1, 10);
+        ck_assert_uint_eq(c.adoptable.n_entries, 3);
+        RequestOwner *owners[] = { &a2, NULL, NULL };
+        ck_assert_int_eq(core_start(&c, BUS_ID, owners, 10, &cs), 0);
+        ck_assert_uint_eq(store_size(&c.store), 2);
+        ck_assert_uint_eq(record_inode(), inode); /* not written anew */
+        char expected[1024];
+        snprintf(expected, sizeof(expected), "%sremove %u\ndetach %u\n", before, k_gone, k_timed);
+        ck_assert_str_eq(unit_read_file(runtime, "requests"), expected);
+        ck_assert_uint_eq(c.record.n_live, 2);
+        ck_assert_uint_eq(c.record.n_lines, 5);
+        /* Changes of this run come after them. */
+        ck_assert_int_eq(core_update(&c, store_get(&c.store, k_kept), 45, 0, &cs), 0);
+        free(before);
+        crash(&c);
+
+        /* And a line a kill cut short is cut off before the next start appends. */
+        char path[400];
+        snprintf(path, sizeof(path), "%s/requests", runtime);
+        char *text = strdup(unit_read_file(runtime, "requests"));
+        ck_assert_ptr_nonnull(text);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "%svalue %u 7", text, k_kept);
+        fclose(f);
+        load_with_record(&c, -1, 20);
+        ck_assert_uint_eq(c.adoptable.n_entries, 2);
+        ck_assert_int_eq(c.adoptable.entries[0].request->value, 45);
+        RequestOwner *none[] = { NULL, NULL };
+        ck_assert_int_eq(core_start(&c, BUS_ID, none, 20, &cs), 0);
+        snprintf(expected, sizeof(expected), "%sremove %u\n", text, k_kept);
+        ck_assert_str_eq(unit_read_file(runtime, "requests"), expected);
+        free(text);
+        core_done(&c);
+
+        /* Another bus: the record is written anew, with what lives on (the timed request). */
+        load_with_record(&c, -1, 30);
+        ck_assert_int_eq(core_start(&c, "fedcba9876543210fedcba9876543210", NULL, 30, &cs), 0);
+        ck_assert_uint_ne(record_inode(), inode);
+        ck_assert_uint_eq(c.record.n_lines, 1);
+        ck_assert_ptr_nonnull(strstr(unit_read_file(runtime, "requests"), "\nbus fedcba9876543210"));
+        core_done(&c);
+}
+END_TEST
+
 START_TEST(test_record_stays_small) {
         Core c;
         ChangeSet cs;
@@ -524,6 +602,7 @@ int main(void) {
         tcase_add_test(tc, test_expiry_on_a_fake_clock);
         tcase_add_test(tc, test_load);
         tcase_add_test(tc, test_readoption);
+        tcase_add_test(tc, test_start_goes_on_with_the_record);
         tcase_add_test(tc, test_record_stays_small);
         tcase_add_test(tc, test_departure_before_its_record);
         tcase_add_test(tc, test_big_departure_rewrites_the_record);
