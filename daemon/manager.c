@@ -44,15 +44,49 @@ void manager_arm_expiry(Manager *m) {
         (void) sd_event_source_set_enabled(m->expiry_source, SD_EVENT_ONESHOT);
 }
 
-void manager_notify_status(Manager *m) {
-        /* Not run by a service manager: not even the formatting. */
-        if (!m->notify)
-                return;
+/* Each STATUS= is a datagram that wakes the service manager (PID 1), and
+ * sd_notify() blocks while its queue is full: a broker serving thousands of
+ * changes a second tells the first of a burst at once and then at most one
+ * a second, each saying what holds at that moment. */
+#define STATUS_INTERVAL_USEC (1000u * 1000u)
+
+static void send_status(Manager *m) {
         size_t n = store_size(&m->core.store);
         if (m->core.effective >= 0)
                 (void) sd_notifyf(false, "STATUS=effective %d µs, %zu request(s)", (int) m->core.effective, n);
         else
                 (void) sd_notifyf(false, "STATUS=no bound, %zu request(s)", n);
+        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &m->status_sent_usec);
+}
+
+static int on_status_due(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s, (void) usec;
+        send_status(userdata);
+        return 0;
+}
+
+void manager_notify_status(Manager *m) {
+        int enabled = SD_EVENT_OFF;
+        uint64_t now;
+
+        /* Not run by a service manager: not even the formatting. */
+        if (!m->notify)
+                return;
+        if (m->status_source && sd_event_source_get_enabled(m->status_source, &enabled) >= 0 && enabled != SD_EVENT_OFF)
+                return; /* one is due: it will say what holds then */
+        if (m->status_sent_usec == 0 || sd_event_now(m->event, CLOCK_MONOTONIC, &now) < 0 ||
+            now >= m->status_sent_usec + STATUS_INTERVAL_USEC) {
+                send_status(m);
+                return;
+        }
+        uint64_t due = m->status_sent_usec + STATUS_INTERVAL_USEC;
+        int r = m->status_source
+                        ? sd_event_source_set_time(m->status_source, due)
+                        : sd_event_add_time(m->event, &m->status_source, CLOCK_MONOTONIC, due, 0, on_status_due, m);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->status_source, SD_EVENT_ONESHOT);
+        if (r < 0)
+                send_status(m); /* no timer: better a datagram too many than a status that lies */
 }
 
 /* The change signals are built with sd_bus_message_append_basic(), not
@@ -331,6 +365,7 @@ Manager *manager_free(Manager *m) {
         auth_free(m->auth);
         sd_event_source_disable_unref(m->expiry_source);
         sd_event_source_disable_unref(m->publish_source);
+        sd_event_source_disable_unref(m->status_source);
         for (size_t i = 0; i < ELEMENTSOF(m->battery_slots); i++)
                 sd_bus_slot_unref(m->battery_slots[i]);
         free(m->upower_owner);

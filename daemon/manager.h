@@ -44,9 +44,11 @@ typedef struct Manager {
         char *upower_owner;            /* the unique name that answered for UPower, whose signals count */
         RuleWatch **rule_watches;      /* one per unit rule (unit-rules.c) */
         size_t n_rule_watches;
-        sd_bus_slot *systemd_slots[3]; /* systemd's owner, UnitNew, a Subscribe in flight */
-        char *systemd_owner;           /* the unique name that answered for systemd, whose signals count */
-        bool notify;                   /* run by a service manager that wants STATUS= */
+        sd_bus_slot *systemd_slots[3];  /* systemd's owner, UnitNew, a Subscribe in flight */
+        char *systemd_owner;            /* the unique name that answered for systemd, whose signals count */
+        bool notify;                    /* run by a service manager that wants STATUS= */
+        sd_event_source *status_source; /* armed while a STATUS= waits for its turn */
+        uint64_t status_sent_usec;      /* CLOCK_MONOTONIC of the last STATUS=, 0 before the first */
 } Manager;
 
 /* Opens the device and the per-CPU files and loads the state and the
@@ -75,7 +77,8 @@ void manager_publish(Manager *m, const ChangeSet *changes);
 /* The one deadline timer, armed for the earliest timed request. */
 void manager_arm_expiry(Manager *m);
 
-/* Tells the service manager what holds now (STATUS=). */
+/* Tells the service manager what holds now (STATUS=): at once, or when a
+ * second has passed since it was last told (one timer, armed only then). */
 void manager_notify_status(Manager *m);
 
 /* Applies limits and the default floor (after a reload). */

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 
 from gi.repository import GLib
 
@@ -227,6 +228,29 @@ class TestNotify(BrokerTestCase):
         c.request(50)
         got = self.sock.recv(4096).decode()
         self.assertEqual(got, "STATUS=effective 50 µs, 1 request(s)")
+
+    def test_status_at_most_once_a_second(self):
+        # Every STATUS= wakes the service manager: 100 changes are not 100 datagrams.
+        self.daemon.stop()
+        self.start_daemon((), env=self.notify_env)
+        got = ""
+        while "READY=1" not in got:
+            got += self.sock.recv(4096).decode() + "\n"
+        c = self.client()
+        start = time.monotonic()
+        for i in range(50):
+            c.cancel(c.request(100 + i))
+        elapsed = time.monotonic() - start
+        statuses = []
+        self.sock.settimeout(3)
+        try:
+            while True:
+                statuses.append(self.sock.recv(4096).decode())
+        except socket.timeout:
+            pass
+        # The first change at once, then at most one a second; the last says how it ended.
+        self.assertLessEqual(len(statuses), int(elapsed) + 3, statuses)
+        self.assertEqual(statuses[-1], "STATUS=no bound, 0 request(s)")
 
 
 class TestUPowerName(BrokerTestCase):
