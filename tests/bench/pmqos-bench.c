@@ -300,9 +300,21 @@ static uint64_t wait_ready(void) {
         return 0;
 }
 
+/* Whether pmqosd has exited; its notifications are read meanwhile, as a
+ * service manager reads them (a full queue blocks it in sd_notify()). */
+static bool daemon_exited(int timeout_ms) {
+        if (waitpid(daemon_pid, NULL, WNOHANG) != 0)
+                return true;
+        struct pollfd p = { .fd = notify_fd, .events = POLLIN };
+        if (poll(&p, 1, timeout_ms) > 0)
+                (void) read_notification();
+        return false;
+}
+
 static void stop_daemon(void) {
         kill(daemon_pid, SIGTERM);
-        waitpid(daemon_pid, NULL, 0);
+        while (!daemon_exited(10))
+                ;
         daemon_pid = 0;
 }
 
@@ -555,10 +567,8 @@ static void stop_all(void) {
                 kill(reference_work_pid, SIGTERM);
                 waitpid(reference_work_pid, NULL, 0);
         }
-        if (daemon_pid > 0) {
-                kill(daemon_pid, SIGTERM);
-                waitpid(daemon_pid, NULL, 0);
-        }
+        if (daemon_pid > 0)
+                stop_daemon();
         if (bus_group > 0)
                 kill(-bus_group, SIGTERM);
         else if (bus_pid > 0)
@@ -1325,7 +1335,7 @@ static uint64_t restart_and_watch(const Config *c, int listen_fd, int32_t bound,
                 die("open device", errno);
         last = now_ns();
         kill(daemon_pid, SIGTERM);
-        while (waitpid(daemon_pid, NULL, WNOHANG) == 0)
+        while (!daemon_exited(0))
                 sample(dev, bound, &above, &last);
         uint64_t t0 = now_ns();
         daemon_pid = spawn_daemon(c, &(DaemonOptions){ .notify = true, .listen_fd = listen_fd });
