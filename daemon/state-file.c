@@ -101,10 +101,12 @@ int state_hand_over_file(const char *dir, const char *name, uid_t uid, gid_t gid
  * is read in 4 ms instead of 8. */
 #define POPULATE_MIN (256u * 1024u)
 static void populate(char *p, size_t len) {
-        uintptr_t page = (uintptr_t) sysconf(_SC_PAGESIZE);
-        uintptr_t start = ((uintptr_t) p + page - 1) & ~(page - 1), end = ((uintptr_t) p + len) & ~(page - 1);
-        if (len >= POPULATE_MIN && end > start)
-                (void) madvise((void *) start, end - start, MADV_POPULATE_WRITE);
+        size_t page = (size_t) sysconf(_SC_PAGESIZE);
+        if (len < POPULATE_MIN)
+                return;
+        char *start = p + (page - (uintptr_t) p % page) % page, *end = p + len - (uintptr_t) (p + len) % page;
+        if (end > start)
+                (void) madvise(start, (size_t) (end - start), MADV_POPULATE_WRITE);
 }
 
 static int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
