@@ -216,14 +216,18 @@ class TestNotify(BrokerTestCase):
         self.notify_env = {"NOTIFY_SOCKET": path}
         super().setUp()
 
-    def test_ready_and_status(self):
-        # setUp's daemon has no NOTIFY_SOCKET; start one that has.
+    def start_notifying(self):
+        """Replaces setUp's daemon, which has no NOTIFY_SOCKET, with one that
+        has; returns what it said up to READY=1."""
         self.daemon.stop()
         self.start_daemon((), env=self.notify_env)
         got = ""
         while "READY=1" not in got:
             got += self.sock.recv(4096).decode() + "\n"
-        self.assertIn("STATUS=no bound, 0 request(s)", got)
+        return got
+
+    def test_ready_and_status(self):
+        self.assertIn("STATUS=no bound, 0 request(s)", self.start_notifying())
         c = self.client()
         c.request(50)
         got = self.sock.recv(4096).decode()
@@ -231,13 +235,9 @@ class TestNotify(BrokerTestCase):
 
     def test_status_at_most_once_a_second(self):
         # Every STATUS= wakes the service manager: 100 changes are not 100 datagrams.
-        self.daemon.stop()
-        self.start_daemon((), env=self.notify_env)
-        got = ""
-        while "READY=1" not in got:
-            got += self.sock.recv(4096).decode() + "\n"
+        self.start_notifying()
+        start = time.monotonic()  # the last STATUS= was READY's
         c = self.client()
-        start = time.monotonic()
         for i in range(50):
             c.cancel(c.request(100 + i))
         elapsed = time.monotonic() - start
