@@ -25,6 +25,7 @@ from harness import (
     owner_of,
     pmqos_user_install,
     pmqos_user_uninstall,
+    pmqosd_has_asan,
     proc_status,
     rss_kib,
     POLKIT_USERS,
@@ -438,16 +439,20 @@ class TestFlood(AdversaryTestCase):
         lines = len(self.caller_lines()) - log_before
         sys.stderr.write("\nflood: %d calls in %.1f s; pmqosd RSS %d -> peak %d KiB; honest worst %.3f s; %d log lines\n"
               % (self.CALLS, got["drained"], before, peak, worst, lines))
-        ldd = subprocess.run(["ldd", PMQOSD], capture_output=True, text=True).stdout
+        asan = pmqosd_has_asan()
         if UNDER_WRAPPER:
             # The flooder runs at full speed and pmqosd 20-50 times slower: the
             # backlog at the bus, not pmqosd's fairness, sets how long one waits.
             skip_notice("honest callers' wait during the flood", "pmqosd runs under a checker")
         else:
-            self.assertLess(worst, 1.0 * TIME_SCALE, "an honest caller waited %.2f s" % worst)
+            # Under ASan pmqosd drains the bus 2-4 times slower than the
+            # (unchecked) flooder fills it, and the backlog grows for the whole
+            # flood: the worst wait was 0.07-1.08 s there, 0.04-0.22 s without.
+            bound = (3.0 if asan else 1.0) * TIME_SCALE
+            self.assertLess(worst, bound, "an honest caller waited %.2f s" % worst)
         # At most LOG_CALLER_BURST lines per 10 s, and one "Suppressed" line each.
         self.assertLessEqual(lines, 21 * (1 + int(got["drained"] / 10 + 1)), "the flood drowned the log")
-        if UNDER_WRAPPER or "libasan" in ldd:
+        if UNDER_WRAPPER or asan:
             skip_notice("RSS bound during the flood", "pmqosd runs under a memory checker")
         else:
             self.assertLessEqual(peak - before, 8 * 1024, "RSS grew by %d KiB" % (peak - before))
