@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <systemd/sd-bus.h>
 
-#include "contract.h"
+#include "dbus/contract.h"
 #include "pmqos.h"
 
 #define _public_ __attribute__((visibility("default")))

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cpu-list.h"
+#include "util/cpu-list.h"
 #include "pmqosctl.h"
 
 /* ---- hold ---- */

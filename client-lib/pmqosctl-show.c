@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "pmqosctl.h"
-#include "text.h"
+#include "util/text.h"
 
 /* ---- list ---- */
 

@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "contract.h"
+#include "dbus/contract.h"
 #include "pmqosctl.h"
-#include "text.h"
+#include "util/text.h"
 
 bool arg_ask_password = true;
 const char *arg_sysfs_root = "/sys";

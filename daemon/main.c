@@ -15,12 +15,12 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "log.h"
-#include "bus.h"
-#include "manager.h"
-#include "state-file.h"
-#include "util.h"
+#include "conf/config.h"
+#include "util/log.h"
+#include "bus/bus.h"
+#include "bus/manager.h"
+#include "record/state-file.h"
+#include "util/macro.h"
 
 #define DEFAULT_DEVICE "/dev/cpu_dma_latency"
 #define DEFAULT_STATE_DIR "/var/lib/pmqos"

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "store.h"
+#include "conf/config.h"
+#include "model/store.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

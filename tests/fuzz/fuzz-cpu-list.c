@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu-list.h"
+#include "util/cpu-list.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpuidle.h"
-#include "holders.h"
+#include "sys/cpuidle.h"
+#include "sys/holders.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -12,7 +12,8 @@
 #include <systemd/sd-bus.h>
 #include <unistd.h>
 
-#include "validate.h"
+#include "bus/request-options.h"
+#include "model/validate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

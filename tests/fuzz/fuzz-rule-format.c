@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "contract.h"
-#include "rule-format.h"
-#include "text.h"
+#include "dbus/contract.h"
+#include "conf/rule-format.h"
+#include "util/text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime-format.h"
+#include "record/runtime-format.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

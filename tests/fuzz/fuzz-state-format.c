@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "state-format.h"
+#include "record/state-format.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text.h"
+#include "util/text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

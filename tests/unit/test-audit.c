@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "audit.h"
-#include "store.h"
+#include "record/audit.h"
+#include "model/store.h"
 #include "unit.h"
 
 static Store store;

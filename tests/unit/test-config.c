@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "store.h"
+#include "conf/config.h"
+#include "model/store.h"
 #include "unit.h"
 
 static Config defaults(void) {

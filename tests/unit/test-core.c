@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "core/core.h"
 #include "unit.h"
 
 #define CPU0 "devices/system/cpu/cpu0/power/pm_qos_resume_latency_us"

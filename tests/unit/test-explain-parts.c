@@ -12,10 +12,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cpu-sink.h"
-#include "cpuidle.h"
-#include "holders.h"
-#include "store.h"
+#include "sys/cpu-sink.h"
+#include "sys/cpuidle.h"
+#include "sys/holders.h"
+#include "model/store.h"
 #include "unit.h"
 
 /* A child that opens path and waits until its pipe closes; the pid, ready. */

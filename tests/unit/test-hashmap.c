@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hashmap.h"
+#include "util/hashmap.h"
 #include "unit.h"
 
 START_TEST(test_hashmap_basic) {

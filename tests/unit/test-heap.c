@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "heap.h"
+#include "util/heap.h"
 #include "unit.h"
 
 #define N_NODES 512

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "text.h"
+#include "util/log.h"
+#include "util/text.h"
 #include "unit.h"
 
 static void long_line(void) {

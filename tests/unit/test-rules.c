@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rules.h"
+#include "conf/rules.h"
 #include "unit.h"
 
 static int parse(const char *text, Rule *r, char *err) {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime-format.h"
+#include "record/runtime-format.h"
 #include "unit.h"
 
 #define BUS "0123456789abcdef0123456789abcdef"

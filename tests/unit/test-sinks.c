@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cpu-sink.h"
-#include "sink.h"
-#include "store.h"
+#include "sys/cpu-sink.h"
+#include "sys/sink.h"
+#include "model/store.h"
 #include "unit.h"
 
 static char dir[] = "/tmp/pmqos-test-sinks-XXXXXX";

@@ -12,7 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "state-file.h"
+#include "record/durable-file.h"
+#include "record/state-file.h"
 #include "unit.h"
 
 static char dir[256], state[300];
@@ -53,25 +54,25 @@ START_TEST(test_prepare) {
         struct stat st;
 
         snprintf(path, sizeof(path), "%s/new", dir);
-        ck_assert_int_eq(state_dir_prepare(path, geteuid()), 0);
+        ck_assert_int_eq(durable_dir_prepare(path, geteuid()), 0);
         ck_assert_int_eq(stat(path, &st), 0);
         ck_assert_uint_eq(st.st_mode & 07777, 0700);
 
         /* Group- or world-writable, or a symbolic link: refused. */
         ck_assert_int_eq(chmod(path, 0770), 0);
-        ck_assert_int_eq(state_dir_prepare(path, geteuid()), -EPERM);
+        ck_assert_int_eq(durable_dir_prepare(path, geteuid()), -EPERM);
         ck_assert_int_eq(chmod(path, 0700), 0);
         snprintf(link, sizeof(link), "%s/link", dir);
         ck_assert_int_eq(symlink(path, link), 0);
-        ck_assert_int_lt(state_dir_prepare(link, geteuid()), 0);
+        ck_assert_int_lt(durable_dir_prepare(link, geteuid()), 0);
 
         if (geteuid() != 0) {
                 fprintf(stderr, "SKIP: a state directory of another owner (not root: cannot chown)\n");
                 return;
         }
         ck_assert_int_eq(chown(path, 65534, 65534), 0);
-        ck_assert_int_eq(state_dir_prepare(path, 0), -EPERM);
-        ck_assert_int_eq(state_dir_prepare(path, 65534), 0); /* the --user's own is fine */
+        ck_assert_int_eq(durable_dir_prepare(path, 0), -EPERM);
+        ck_assert_int_eq(durable_dir_prepare(path, 65534), 0); /* the --user's own is fine */
 }
 END_TEST
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "state-format.h"
+#include "record/state-format.h"
 #include "unit.h"
 
 static Request *add(Store *s, int32_t value, bool persistent, const char *exec, const char *reason) {
@@ -96,7 +96,7 @@ START_TEST(test_request_line_exact) {
         r->uid = 4294967294u;
         r->pid = 0;
         r->expires_usec = 9223372036854775807;
-        state_format_request(&b, r);
+        request_format(&b, r);
         char want[256];
         snprintf(want, sizeof(want),
                  "cookie=%u type=cpu_dma value=-1 uid=4294967294 pid=0 created=1796014274123456 "

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
+#include "model/store.h"
 #include "unit.h"
 
 static Request *add(Store *s, RequestOwner *o, int32_t value, uid_t uid, bool persistent) {

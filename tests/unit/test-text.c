@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text.h"
+#include "util/text.h"
 #include "unit.h"
 
 static void check_clean(const char *in, size_t len, size_t max, const char *expect) {

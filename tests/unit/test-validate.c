@@ -10,7 +10,8 @@
 #include <sys/socket.h>
 #include <systemd/sd-bus.h>
 
-#include "validate.h"
+#include "bus/request-options.h"
+#include "model/validate.h"
 #include "unit.h"
 
 START_TEST(test_validation) {

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* What each method does once its arguments are read and valid, the same
+ * for both interfaces: know the caller → limits → authorize → one core
+ * transaction → reply → publish. Each returns what a bus handler returns;
+ * 1 also when the call waits (the handler then runs again, see calls.h). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+
+#include "bus/manager.h"
+#include "model/validate.h"
+
+/* A request as asked for; the strings and CPUs are the message's. */
+typedef struct NewRequest {
+        QosType type;
+        int32_t value;
+        bool persistent;
+        uint64_t timeout_usec; /* 0: none */
+        const char *reason;    /* NULL: none */
+        const uint32_t *cpus;  /* sorted, unique */
+        size_t n_cpus;
+} NewRequest;
+
+int action_request(Manager *m, sd_bus_message *message, const NewRequest *nr, sd_bus_error *error);
+int action_update(Manager *m, sd_bus_message *message, uint32_t cookie, int32_t value, sd_bus_error *error);
+int action_cancel(Manager *m, sd_bus_message *message, uint32_t cookie, sd_bus_error *error);
+int action_set_floor(Manager *m, sd_bus_message *message, int32_t value, sd_bus_error *error);
+
+/* Every handler that calls an action opens its run with this: what a
+ * waiting step kept for the message and the run did not use is dropped. */
+#define CALL_SCOPE(m, message) _cleanup_(call_scope_done) CallScope _scope = { &(m)->calls, (message) }

@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* org.freedesktop.PMQoS at /org/freedesktop/PMQoS: requests with options,
+ * in-place updates, full listings and properties. Same core and same
+ * actions as the UPower view, so the two always agree. */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bus/bus.h"
+#include "sys/cpu-sink.h"
+#include "bus/actions.h"
+#include "bus/explain.h"
+#include "bus/request-options.h"
+#include "model/validate.h"
+
+static int check_cpus_exist(Manager *m, const RequestOptions *o, sd_bus_error *error) {
+        for (size_t i = 0; i < o->n_cpus; i++) {
+                int r = cpu_sink_check_cpu(&m->core.cpus, o->cpus[i]);
+                if (r == -EHOSTDOWN)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "CPU %" PRIu32 " is offline; bring it online or leave it out.",
+                                                 o->cpus[i]);
+                if (r < 0)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "There is no CPU %" PRIu32 " with a latency bound on this machine.",
+                                                 o->cpus[i]);
+        }
+        return 0;
+}
+
+static int method_request(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        CALL_SCOPE(m, message);
+        _cleanup_(request_options_done) RequestOptions o = {};
+        const char *type;
+        int32_t value;
+        QosType t;
+        ValidationError v = {};
+        int r;
+
+        r = sd_bus_message_read(message, "si", &type, &value);
+        if (r < 0)
+                return r;
+        if (bus_parse_type(m, type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
+                return bus_reply_validation_error(error, &v);
+        r = parse_request_options(message, m->limits.max_timeout_sec, &o, &v);
+        if (r < 0)
+                return v.name ? bus_reply_validation_error(error, &v) : r;
+        if (t == QOS_TYPE_CPU_WAKEUP && o.n_cpus > 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
+                                        "The cpus option is for cpu_dma: cpu_wakeup is one bound for the whole "
+                                        "machine.");
+        r = check_cpus_exist(m, &o, error);
+        if (r < 0)
+                return r;
+        return action_request(m, message,
+                              &(NewRequest){ .type = t,
+                                             .value = value,
+                                             .persistent = o.persistent,
+                                             .timeout_usec = (uint64_t) o.timeout_sec * 1000000u,
+                                             .reason = o.reason,
+                                             .cpus = o.cpus,
+                                             .n_cpus = o.n_cpus },
+                              error);
+}
+
+static int method_update(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        CALL_SCOPE(m, message);
+        uint32_t cookie;
+        int32_t value;
+        ValidationError v;
+        int r;
+
+        r = sd_bus_message_read(message, "ui", &cookie, &value);
+        if (r < 0)
+                return r;
+        if (check_latency_value(value, &v) < 0)
+                return bus_reply_validation_error(error, &v);
+        return action_update(m, message, cookie, value, error);
+}
+
+int bus_append_request(sd_bus_message *reply, const Request *req) {
+        int r = sd_bus_message_open_container(reply, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}", "cookie", "u", req->cookie,
+                                  "type", "s", qos_type_to_string(req->type), "value", "i", req->value, "uid", "u",
+                                  (uint32_t) req->uid, "pid", "u", (uint32_t) req->pid, "exec", "s", request_exec(req),
+                                  "reason", "s", request_reason(req), "created", "x", req->created_usec, "persistent",
+                                  "b", (int) req->persistent, "expires", "x", req->expires_usec, "sender", "s",
+                                  request_sender(req));
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'e', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "s", "cpus");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'v', "au");
+        if (r >= 0)
+                r = sd_bus_message_append_array(reply, 'u', req->cpus, req->n_cpus * sizeof(uint32_t));
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_message_close_container(reply);
+}
+
+static int method_list_requests(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        (void) error;
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', "a{sv}");
+        if (r < 0)
+                return r;
+        STORE_FOREACH(req, &m->core.store) {
+                r = bus_append_request(reply, req);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int property_get_effective(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        return sd_bus_message_append(reply, "i", m->core.effective);
+}
+
+static int property_get_kernel(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        int32_t v;
+        int r = sink_read(&m->core.sink, &v);
+        if (r < 0)
+                return sd_bus_error_setf(error, PMQOS_ERROR_FAILED, "Cannot read %s: %s.", m->core.sink.path,
+                                         strerror(-r));
+        return sd_bus_message_append(reply, "i", v);
+}
+
+static int property_get_minimum(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        return sd_bus_message_append(reply, "i", core_floor(&m->core));
+}
+
+static int property_get_count(sd_bus *bus, const char *path, const char *interface, const char *property,
+                              sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        return sd_bus_message_append(reply, "u", (uint32_t) store_size(&m->core.store));
+}
+
+/* Not reached: bus_native_properties_filter() takes every Set of
+ * MinimumLatency, because a setter must answer at once and polkit may make
+ * it wait. Should a Set slip past the filter, it is refused, not applied. */
+static int property_set_minimum(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                sd_bus_message *value, void *userdata, sd_bus_error *error) {
+        return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED, "Not authorized to set the minimum latency.");
+}
+
+/* Properties.Set of MinimumLatency takes the path of SetMinimumLatency
+ * (authorization may have to wait, which a property setter cannot): this
+ * filter sees it first. Every other message passes through untouched. */
+int bus_native_properties_filter(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *interface, *property, *contents;
+        int32_t value;
+        ValidationError v;
+        int r;
+
+        if (!sd_bus_message_is_method_call(message, "org.freedesktop.DBus.Properties", "Set") ||
+            !sd_bus_message_get_path(message) || strcmp(sd_bus_message_get_path(message), PMQOS_OBJECT_PATH) != 0)
+                return 0;
+        /* Filters run before sd-bus checks the body against the method's
+         * signature: any other shape is sd-bus's to refuse. */
+        if (!sd_bus_message_has_signature(message, "ssv"))
+                return 0;
+        if (sd_bus_message_read(message, "ss", &interface, &property) < 0 ||
+            strcmp(interface, PMQOS_NATIVE_INTERFACE) != 0 || strcmp(property, "MinimumLatency") != 0) {
+                (void) sd_bus_message_rewind(message, true);
+                return 0;
+        }
+
+        CALL_SCOPE(m, message);
+        r = sd_bus_message_peek_type(message, NULL, &contents);
+        if (r < 0 || strcmp(contents, "i") != 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
+                                        "MinimumLatency is of type 'i' (µs, or -1 for none).");
+        r = sd_bus_message_read(message, "v", "i", &value);
+        if (r < 0)
+                return r;
+        if (check_latency_value(value, &v) < 0)
+                return bus_reply_validation_error(error, &v);
+        r = action_set_floor(m, message, value, error);
+        return r < 0 ? r : 1;
+}
+
+static int property_get_on_battery(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                   sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        const Manager *m = userdata;
+        return sd_bus_message_append(reply, "b", (int) m->core.on_battery);
+}
+
+static int property_get_version(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        return sd_bus_message_append(reply, "s", PMQOS_VERSION);
+}
+
+const sd_bus_vtable bus_native_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_METHOD_WITH_ARGS("Request", SD_BUS_ARGS("s", type, "i", value, "a{sv}", options),
+                                SD_BUS_RESULT("u", cookie), method_request, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Update", SD_BUS_ARGS("u", cookie, "i", value), SD_BUS_NO_RESULT, method_update,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Cancel", SD_BUS_ARGS("u", cookie), SD_BUS_NO_RESULT, bus_method_cancel,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListRequests", SD_BUS_NO_ARGS, SD_BUS_RESULT("aa{sv}", requests), method_list_requests,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Explain", SD_BUS_NO_ARGS, SD_BUS_RESULT("a{sv}", explanation), bus_method_explain,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_PROPERTY("EffectiveLatency", "i", property_get_effective, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("KernelLatency", "i", property_get_kernel, 0, 0),
+        SD_BUS_WRITABLE_PROPERTY("MinimumLatency", "i", property_get_minimum, property_set_minimum, 0,
+                                 SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE | SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_PROPERTY("RequestCount", "u", property_get_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("OnBattery", "b", property_get_on_battery, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_VTABLE_END,
+};

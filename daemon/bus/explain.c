@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Explain(): a round asks the helper for a holder scan (or, without one,
+ * runs on the next loop iteration), then builds one answer from the core,
+ * the device and sysfs, and sends it to every call of the round. */
+
+#include "bus/explain.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bus/actions.h"
+#include "bus/bus.h"
+#include "sys/cpuidle.h"
+#include "util/log.h"
+#include "bus/manager.h"
+#include "util/text.h"
+
+/* ---- the answer ---- */
+
+static int append_i(sd_bus_message *reply, const char *key, int32_t v) {
+        return sd_bus_message_append(reply, "{sv}", key, "i", v);
+}
+
+static int append_b(sd_bus_message *reply, const char *key, bool v) {
+        return sd_bus_message_append(reply, "{sv}", key, "b", (int) v);
+}
+
+/* Opens "{sv}" with key and a variant of signature inside; close with close_entry(). */
+static int open_entry(sd_bus_message *reply, const char *key, const char *signature) {
+        int r = sd_bus_message_open_container(reply, 'e', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "s", key);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'v', signature);
+        return r;
+}
+
+static int close_entry(sd_bus_message *reply) {
+        int r = sd_bus_message_close_container(reply);
+        return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
+/* The strictest global cpu_dma request, the oldest of equals: what sets the bound. */
+static const Request *binding_request(const Core *c, int32_t min) {
+        const Request *best = NULL;
+        STORE_FOREACH(req, &c->store)
+        if (req->type == QOS_TYPE_CPU_DMA && req->n_cpus == 0 && req->value == min &&
+            (!best || req->created_usec < best->created_usec))
+                best = req;
+        return best;
+}
+
+static bool kernel_ignores_writes(const Sink *s, int32_t kernel) {
+        return s->ignores_writes || (s->written >= 0 && s->written < PMQOS_LATENCY_MAX_US && kernel > s->written);
+}
+
+/* What sets the kernel's value, in the words of the bound_by key. */
+static const char *bound_by(const Core *c, int32_t kernel, const Request **ret_binding) {
+        int32_t min = store_min(&c->store), floor = core_floor(c);
+        int32_t effective = effective_latency(min, floor);
+        *ret_binding = NULL;
+        if (kernel >= 0 && kernel < (effective >= 0 ? effective : PMQOS_LATENCY_MAX_US))
+                return "external";
+        if (effective < 0)
+                return "none";
+        if (floor > min) {
+                int32_t base = c->admin_floor >= 0 ? c->admin_floor : c->default_floor;
+                if (c->on_battery && c->battery_floor > base)
+                        return "battery-floor";
+                return c->admin_floor >= 0 ? "floor" : "default-floor";
+        }
+        *ret_binding = binding_request(c, min);
+        return "request";
+}
+
+static int append_holders(sd_bus_message *reply, const HolderScan *scan) {
+        int r = open_entry(reply, "external_holders", "aa{sv}");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "a{sv}");
+        for (uint32_t i = 0; r >= 0 && scan && i < scan->n; i++) {
+                char path[32];
+                struct stat st;
+                snprintf(path, sizeof(path), "/proc/%" PRIu32, scan->pids[i]);
+                if (stat(path, &st) < 0)
+                        continue; /* gone since the scan */
+                char *exec = process_command_line((pid_t) scan->pids[i]);
+                if (!exec)
+                        return -ENOMEM;
+                r = sd_bus_message_append(reply, "a{sv}", 3, "pid", "u", scan->pids[i], "uid", "u",
+                                          (uint32_t) st.st_uid, "exec", "s", exec);
+                free(exec);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = close_entry(reply);
+        if (r >= 0)
+                r = append_b(reply, "external_holders_complete", scan && scan->complete);
+        return r;
+}
+
+static int append_cstates(sd_bus_message *reply, const CpuIdle *idle, int32_t bound) {
+        int r = open_entry(reply, "cstates", "aa{sv}");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "a{sv}");
+        for (unsigned k = 0; r >= 0 && k < idle->n; k++) {
+                const CpuIdleState *st = &idle->states[k];
+                r = sd_bus_message_append(reply, "a{sv}", 6, "name", "s", st->name, "latency", "u", st->latency,
+                                          "allowed", "b", (int) (bound < 0 || (int64_t) st->latency <= bound),
+                                          "disabled", "b", (int) st->disabled, "usage", "t", st->usage, "time", "t",
+                                          st->time);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r < 0 ? r : close_entry(reply);
+}
+
+/* The bound a CPU lives under: the kernel's global value and its own file's, the lower. */
+static int32_t cpu_bound(int32_t kernel, const CpuFileView *view) {
+        int32_t g = kernel >= 0 && kernel < PMQOS_LATENCY_MAX_US ? kernel : PMQOS_LATENCY_NONE;
+        int32_t own = view->bound >= 0 ? view->bound : PMQOS_LATENCY_NONE;
+        if (g < 0)
+                return own;
+        return own >= 0 && own < g ? own : g;
+}
+
+static int append_cpus(sd_bus_message *reply, const Core *c, int32_t kernel) {
+        int r = open_entry(reply, "cpus", "aa{sv}");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "a{sv}");
+        for (uint32_t cpu = 0; r >= 0 && cpu < c->cpus.n_fds; cpu++) {
+                CpuFileView view;
+                if (cpu_sink_check_cpu(&c->cpus, cpu) < 0 || cpu_sink_view(&c->cpus, cpu, &view) < 0)
+                        continue;
+                int32_t bound = cpu_bound(kernel, &view);
+                CpuIdle idle;
+                char *text = text_clean(view.text, strlen(view.text), sizeof(view.text));
+                if (!text || cpuidle_read(c->cpus.sysfs_root, cpu, &idle) < 0) {
+                        free(text);
+                        return -ENOMEM;
+                }
+                r = sd_bus_message_open_container(reply, 'a', "{sv}");
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}", "cpu", "u", cpu, "bound", "i", bound,
+                                                  "resume_latency", "s", text, "foreign", "b", (int) view.foreign);
+                if (r >= 0)
+                        r = append_cstates(reply, &idle, bound);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+                free(text);
+                cpuidle_done(&idle);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r < 0 ? r : close_entry(reply);
+}
+
+static int append_rules(sd_bus_message *reply, const Manager *m) {
+        int r = open_entry(reply, "rules", "aa{sv}");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "a{sv}");
+        for (size_t i = 0; r >= 0 && i < m->n_rule_watches; i++) {
+                const Rule *rule;
+                const char *state;
+                bool holds;
+                manager_rule(m, i, &rule, &state, &holds);
+                r = sd_bus_message_open_container(reply, 'a', "{sv}");
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}{sv}", "file", "s", rule->file, "unit", "s",
+                                                  rule->unit, "latency", "i", rule->latency, "state", "s", state,
+                                                  "holds", "b", (int) holds);
+                if (r >= 0)
+                        r = open_entry(reply, "cpus", "au");
+                if (r >= 0)
+                        r = sd_bus_message_append_array(reply, 'u', rule->cpus, rule->n_cpus * sizeof(uint32_t));
+                if (r >= 0)
+                        r = close_entry(reply);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = close_entry(reply);
+        return r < 0 ? r : append_b(reply, "rules_followed", m->systemd_owner != NULL);
+}
+
+static int append_explanation(Manager *m, sd_bus_message *reply, const HolderScan *scan) {
+        Core *c = &m->core;
+        int32_t kernel;
+        if (sink_read(&c->sink, &kernel) < 0)
+                kernel = PMQOS_LATENCY_NONE;
+        const Request *binding;
+        const char *by = bound_by(c, kernel, &binding);
+
+        int r = sd_bus_message_open_container(reply, 'a', "{sv}");
+        if (r >= 0)
+                r = append_i(reply, "effective", c->effective);
+        if (r >= 0)
+                r = append_i(reply, "kernel", kernel);
+        if (r >= 0)
+                r = append_i(reply, "floor", core_floor(c));
+        int32_t wakeup_kernel = PMQOS_LATENCY_NONE;
+        if (core_has_wakeup(c) && sink_read(&c->wakeup, &wakeup_kernel) < 0)
+                wakeup_kernel = PMQOS_LATENCY_NONE;
+        if (r >= 0)
+                r = append_i(reply, "wakeup_effective", c->wakeup_effective);
+        if (r >= 0)
+                r = append_i(reply, "wakeup_kernel", wakeup_kernel);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "{sv}", "bound_by", "s", by);
+        if (r >= 0)
+                r = open_entry(reply, "binding", "a{sv}");
+        if (r >= 0) {
+                if (binding)
+                        r = bus_append_request(reply, binding);
+                else if ((r = sd_bus_message_open_container(reply, 'a', "{sv}")) >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = close_entry(reply);
+        if (r >= 0)
+                r = append_holders(reply, scan);
+        if (r >= 0)
+                r = append_cpus(reply, c, kernel);
+        if (r >= 0)
+                r = append_b(reply, "kernel_ignores_writes", kernel_ignores_writes(&c->sink, kernel));
+        if (r >= 0)
+                r = append_rules(reply, m);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r;
+}
+
+/* ---- rounds ---- */
+
+static void answer_round(Manager *m, const HolderScan *scan) {
+        Explainer *e = &m->explainer;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *first = NULL;
+        int r = 0;
+
+        for (size_t i = 0; i < e->n_round; i++) {
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+                sd_bus_message *call = e->round[i].message;
+                r = sd_bus_message_new_method_return(call, &reply);
+                if (r >= 0) {
+                        /* The first answer is built; the others are copies of it. */
+                        if (!first)
+                                r = append_explanation(m, reply, scan);
+                        else if ((r = sd_bus_message_rewind(first, true)) >= 0)
+                                r = sd_bus_message_copy(reply, first, true);
+                }
+                if (r >= 0)
+                        r = sd_bus_send(NULL, reply, NULL);
+                if (r < 0)
+                        (void) sd_bus_reply_method_errorf(call, PMQOS_ERROR_FAILED, "Cannot build the explanation: %s.",
+                                                          strerror(-r));
+                else if (!first)
+                        first = sd_bus_message_ref(reply);
+                sd_bus_message_unref(call);
+        }
+        e->n_round = 0;
+}
+
+static void helper_ended(Explainer *e, const char *why) {
+        log_warning("The holder scan helper ended (%s): Explain() reports external holders as unknown from now on.",
+                    why);
+        e->helper_source = sd_event_source_disable_unref(e->helper_source);
+        close(e->helper_fd);
+        e->helper_fd = -1;
+        if (e->helper_pid > 0)
+                (void) waitpid(e->helper_pid, NULL, WNOHANG);
+        e->helper_pid = 0;
+}
+
+static void start_round(Manager *m);
+
+static void finish_round(Manager *m, const HolderScan *scan) {
+        Explainer *e = &m->explainer;
+        answer_round(m, scan);
+        e->in_round = false;
+        /* The calls that came meanwhile get a scan that began after they did. */
+        WaitingExplain *t = e->round;
+        e->round = e->next;
+        e->n_round = e->n_next;
+        e->next = t;
+        e->n_next = 0;
+        if (e->n_round > 0)
+                start_round(m);
+}
+
+static void start_round(Manager *m) {
+        Explainer *e = &m->explainer;
+        e->in_round = true;
+        if (e->helper_fd >= 0) {
+                char byte = 1;
+                if (send(e->helper_fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+                        return;
+                helper_ended(e, strerror(errno));
+        }
+        (void) sd_event_source_set_enabled(e->defer_source, SD_EVENT_ONESHOT);
+}
+
+static int on_helper(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Manager *m = userdata;
+        Explainer *e = &m->explainer;
+        uint8_t buf[HOLDERS_WIRE_MAX + 1];
+        HolderScan scan;
+
+        (void) s;
+        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n <= 0 || !e->in_round || holders_decode(buf, (size_t) n, &scan) < 0) {
+                helper_ended(e, n < 0    ? strerror(errno)
+                                : n == 0 ? "it closed its socket"
+                                         : "it sent a malformed answer");
+                if (e->in_round)
+                        finish_round(m, NULL);
+                return 0;
+        }
+        (void) revents;
+        finish_round(m, &scan);
+        return 0;
+}
+
+static int on_defer(sd_event_source *s, void *userdata) {
+        (void) s;
+        finish_round(userdata, NULL);
+        return 0;
+}
+
+int explainer_start_helper(Manager *m, uid_t uid, gid_t gid) {
+        Explainer *e = &m->explainer;
+        HolderTarget target;
+        int r = holder_target_init(&target, m->core.sink.fd, m->core.sink.path);
+        if (r >= 0)
+                r = holders_helper_start(&target, uid, gid, &e->helper_pid, &e->helper_fd);
+        if (r < 0)
+                log_warning("Cannot start the holder scan helper (%s): Explain() reports external holders as unknown.",
+                            strerror(-r));
+        return r;
+}
+
+int explainer_attach_event(Manager *m) {
+        Explainer *e = &m->explainer;
+        e->round = calloc(EXPLAIN_WAITING_MAX, sizeof(WaitingExplain));
+        e->next = calloc(EXPLAIN_WAITING_MAX, sizeof(WaitingExplain));
+        if (!e->round || !e->next)
+                return -ENOMEM;
+        int r = sd_event_add_defer(m->event, &e->defer_source, on_defer, m);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(e->defer_source, SD_EVENT_OFF);
+        if (r >= 0 && e->helper_fd >= 0)
+                r = sd_event_add_io(m->event, &e->helper_source, e->helper_fd, EPOLLIN, on_helper, m);
+        return r;
+}
+
+void explainer_done(Explainer *e) {
+        for (size_t i = 0; i < e->n_round; i++)
+                sd_bus_message_unref(e->round[i].message);
+        for (size_t i = 0; i < e->n_next; i++)
+                sd_bus_message_unref(e->next[i].message);
+        free(e->round);
+        free(e->next);
+        e->helper_source = sd_event_source_disable_unref(e->helper_source);
+        e->defer_source = sd_event_source_disable_unref(e->defer_source);
+        if (e->helper_fd >= 0)
+                close(e->helper_fd);
+        /* Not waited for politely: a scan never keeps pmqosd from ending. (A
+         * pid of 0 would be our whole process group.) */
+        if (e->helper_pid > 0) {
+                (void) kill(e->helper_pid, SIGKILL);
+                (void) waitpid(e->helper_pid, NULL, 0);
+        }
+        *e = (Explainer){ .helper_fd = -1 };
+}
+
+/* ---- the call ---- */
+
+static size_t waiting_of(const Explainer *e, uid_t uid) {
+        size_t n = 0;
+        for (size_t i = 0; i < e->n_round; i++)
+                n += e->round[i].uid == uid;
+        for (size_t i = 0; i < e->n_next; i++)
+                n += e->next[i].uid == uid;
+        return n;
+}
+
+int bus_method_explain(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        Explainer *e = &m->explainer;
+        CALL_SCOPE(m, message);
+        Client *c;
+
+        int r = call_know_caller(&m->calls, message, &c, error);
+        if (r <= 0)
+                return r < 0 ? r : 1; /* 0: the bus tells who it is, and this runs again */
+        if (c->uid != 0 && waiting_of(e, c->uid) >= EXPLAIN_WAITING_PER_UID)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                         "User %u already has %u Explain() calls waiting; wait for their answers.",
+                                         (unsigned) c->uid, EXPLAIN_WAITING_PER_UID);
+        if (e->n_round + e->n_next >= EXPLAIN_WAITING_MAX)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                         "%u Explain() calls are waiting already; try again shortly.",
+                                         EXPLAIN_WAITING_MAX);
+
+        WaitingExplain w = { .message = sd_bus_message_ref(message), .uid = c->uid };
+        if (e->in_round)
+                e->next[e->n_next++] = w;
+        else {
+                e->round[e->n_round++] = w;
+                start_round(m);
+        }
+        return 1;
+}

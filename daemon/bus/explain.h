@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Explain(): who and what sets the latency, computed when asked. Calls that
+ * arrive while a scan for external holders runs wait for the next one, and
+ * every call of a round gets the same answer: a flood of Explain costs one
+ * scan and one sysfs pass per round, never one per call. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "sys/holders.h"
+
+/* Calls waiting for a round: per user (root is not counted) and in all. */
+#define EXPLAIN_WAITING_PER_UID 4u
+#define EXPLAIN_WAITING_MAX 1024u
+
+typedef struct WaitingExplain {
+        sd_bus_message *message;
+        uid_t uid;
+} WaitingExplain;
+
+typedef struct Explainer {
+        int helper_fd; /* -1: no helper (it ended); holders are then reported unknown */
+        pid_t helper_pid;
+        sd_event_source *helper_source, *defer_source;
+        bool in_round;                /* a scan was asked for, or the deferred round is armed */
+        WaitingExplain *round, *next; /* answered by the round in progress / by the one after */
+        size_t n_round, n_next;
+} Explainer;
+
+typedef struct Manager Manager;
+
+/* Forks the helper (holders.h) for the device pmqosd holds; before pmqosd
+ * gives up root. uid/gid: what the helper becomes, (uid_t) -1 to stay. */
+int explainer_start_helper(Manager *m, uid_t uid, gid_t gid);
+int explainer_attach_event(Manager *m);
+/* Drops the calls still waiting, unanswered, and ends the helper. */
+void explainer_done(Explainer *e);
+
+/* The handler of Explain(). */
+int bus_method_explain(sd_bus_message *message, void *userdata, sd_bus_error *error);

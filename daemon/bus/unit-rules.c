@@ -1,0 +1,445 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Unit rules on the bus: each rule's unit followed through
+ * org.freedesktop.systemd1 — Subscribe, LoadUnit, the unit's
+ * PropertiesChanged, UnitNew and systemd's name owner — never polled. While
+ * the unit is active, reloading or activating, pmqosd holds the rule's
+ * request itself (uid 0, exec "rule FILE", no owner, never recorded). */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "bus/manager.h"
+#include "bus/properties-changed.h"
+#include "util/macro.h"
+
+#define SYSTEMD_NAME "org.freedesktop.systemd1"
+#define SYSTEMD_PATH "/org/freedesktop/systemd1"
+#define SYSTEMD_MANAGER "org.freedesktop.systemd1.Manager"
+#define SYSTEMD_UNIT "org.freedesktop.systemd1.Unit"
+
+struct RuleWatch {
+        Manager *manager;
+        Rule rule;
+        char *path;            /* the unit's object path, from LoadUnit or UnitNew */
+        sd_bus_slot *match;    /* its PropertiesChanged */
+        sd_bus_slot *unit_new; /* UnitNew of this unit only (arg0): no wake-up for other units */
+        sd_bus_slot *call;     /* LoadUnit or Get in flight */
+        Request *req;          /* held while the unit is active */
+        char state[32];        /* ActiveState as last seen; "" unknown */
+};
+
+enum { SLOT_OWNER, SLOT_SUBSCRIBE, _SLOT_MAX };
+
+static bool from_systemd(const Manager *m, sd_bus_message *message) {
+        const char *sender = sd_bus_message_get_sender(message);
+        return m->systemd_owner && sender && strcmp(sender, m->systemd_owner) == 0;
+}
+
+/* ---- the rule's request ---- */
+
+/* The rule's request, not yet in the store; NULL if its CPUs are not all
+ * there (said so) or out of memory. */
+static Request *rule_request(RuleWatch *w) {
+        Manager *m = w->manager;
+        const Rule *rule = &w->rule;
+        char exec[PMQOS_EXEC_MAX];
+
+        for (size_t i = 0; i < rule->n_cpus; i++)
+                if (cpu_sink_check_cpu(&m->core.cpus, rule->cpus[i]) < 0) {
+                        log_warning("%s names CPU %u, which is offline or absent: its rule holds nothing.", rule->file,
+                                    (unsigned) rule->cpus[i]);
+                        return NULL;
+                }
+        Request *req = request_new(&m->core.store);
+        if (!req)
+                return NULL;
+        snprintf(exec, sizeof(exec), "rule %s", rule->file);
+        req->value = rule->latency;
+        req->type = QOS_TYPE_CPU_DMA;
+        req->rule = true;
+        req->created_usec = now_realtime_usec();
+        req->exec = shared_string_new(exec);
+        if (!req->exec || (rule->reason && !(req->reason = strdup(rule->reason))) ||
+            request_set_cpus(req, rule->cpus, rule->n_cpus) < 0)
+                return request_free(req);
+        return req;
+}
+
+static bool active_state(const char *state) {
+        return strcmp(state, "active") == 0 || strcmp(state, "reloading") == 0 || strcmp(state, "activating") == 0;
+}
+
+static void hold(RuleWatch *w) {
+        Manager *m = w->manager;
+        ChangeSet changes;
+        Request *req = rule_request(w);
+        if (!req)
+                return;
+        const Rule *rule = &w->rule;
+        int r = core_add(&m->core, req, NULL, &changes);
+        if (r < 0) {
+                log_error("Cannot hold the bound of %s: %s", rule->file, strerror(-r));
+                return;
+        }
+        w->req = req;
+        manager_publish(m, &changes);
+}
+
+static void release(RuleWatch *w, AuditEnd how) {
+        ChangeSet changes;
+        if (!w->req)
+                return;
+        Request *req = w->req;
+        w->req = NULL;
+        int r = core_end(&w->manager->core, req, how, 0, &changes);
+        if (r < 0) {
+                w->req = req; /* still there: the kernel refused */
+                log_error("Cannot lift the bound of %s: %s", w->rule.file, strerror(-r));
+                return;
+        }
+        manager_publish(w->manager, &changes);
+}
+
+static void apply(RuleWatch *w, const char *state) {
+        snprintf(w->state, sizeof(w->state), "%s", state);
+        bool active =
+                strcmp(state, "active") == 0 || strcmp(state, "reloading") == 0 || strcmp(state, "activating") == 0;
+        if (active && !w->req)
+                hold(w);
+        else if (!active)
+                release(w, AUDIT_END_UNIT_INACTIVE);
+}
+
+/* ---- following one unit ---- */
+
+static int on_get(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        RuleWatch *w = userdata;
+        const char *state;
+
+        (void) error;
+        w->call = sd_bus_slot_unref(w->call);
+        if (sd_bus_message_is_method_error(reply, NULL) || !from_systemd(w->manager, reply) ||
+            sd_bus_message_read(reply, "v", "s", &state) < 0)
+                return 0; /* systemd went away meanwhile: its arrival starts over */
+        apply(w, state);
+        return 0;
+}
+
+static void ask_state(RuleWatch *w) {
+        Manager *m = w->manager;
+        w->call = sd_bus_slot_unref(w->call);
+        int r = sd_bus_call_method_async(m->bus, &w->call, SYSTEMD_NAME, w->path, "org.freedesktop.DBus.Properties",
+                                         "Get", on_get, w, "ss", SYSTEMD_UNIT, "ActiveState");
+        if (r < 0)
+                log_warning("Cannot ask systemd about %s: %s", w->rule.unit, strerror(-r));
+}
+
+static int on_properties_changed(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        RuleWatch *w = userdata;
+        int r;
+
+        (void) error;
+        /* From systemd's own connection only: any peer may send us a look-alike. */
+        if (!from_systemd(w->manager, message))
+                return 0;
+        const char *state;
+        r = properties_changed_read(message, SYSTEMD_UNIT, "ActiveState", "s", &state);
+        if (r == PROPERTY_CHANGED)
+                apply(w, state);
+        else if (r == PROPERTY_INVALIDATED)
+                ask_state(w);
+        return 0;
+}
+
+static int on_match_installed(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        RuleWatch *w = userdata;
+        (void) error;
+        if (sd_bus_message_is_method_error(reply, NULL))
+                log_warning("Cannot follow %s for %s: %s", w->rule.unit, w->rule.file,
+                            sd_bus_message_get_error(reply)->message);
+        return 0;
+}
+
+/* The unit's object is known: follow it, then ask (the match is in place
+ * before the answer, so no change falls between). */
+static void follow(RuleWatch *w, const char *path) {
+        Manager *m = w->manager;
+        if (w->path && strcmp(w->path, path) == 0 && w->match) {
+                ask_state(w);
+                return;
+        }
+        free(w->path);
+        w->path = strdup(path);
+        w->match = sd_bus_slot_unref(w->match);
+        if (!w->path)
+                return;
+        int r = sd_bus_match_signal_async(m->bus, &w->match, SYSTEMD_NAME, w->path, "org.freedesktop.DBus.Properties",
+                                          "PropertiesChanged", on_properties_changed, on_match_installed, w);
+        if (r < 0) {
+                log_warning("Cannot follow %s for %s: %s", w->rule.unit, w->rule.file, strerror(-r));
+                return;
+        }
+        ask_state(w);
+}
+
+static int on_load_unit(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        RuleWatch *w = userdata;
+        const char *path;
+
+        (void) error;
+        w->call = sd_bus_slot_unref(w->call);
+        if (sd_bus_message_is_method_error(reply, NULL)) {
+                log_warning("systemd cannot load %s for %s: %s", w->rule.unit, w->rule.file,
+                            sd_bus_message_get_error(reply)->message);
+                return 0;
+        }
+        if (from_systemd(w->manager, reply) && sd_bus_message_read(reply, "o", &path) >= 0)
+                follow(w, path);
+        return 0;
+}
+
+static int on_unit_new(sd_bus_message *message, void *userdata, sd_bus_error *error);
+
+static void load(RuleWatch *w) {
+        Manager *m = w->manager;
+        char match[512];
+        if (!w->unit_new) {
+                /* Unit names have no quote: the name goes into the match as it is. */
+                snprintf(match, sizeof(match),
+                         "type='signal',sender='" SYSTEMD_NAME "',path='" SYSTEMD_PATH "',interface='" SYSTEMD_MANAGER
+                         "',member='UnitNew',arg0='%s'",
+                         w->rule.unit);
+                int k = sd_bus_add_match_async(m->bus, &w->unit_new, match, on_unit_new, NULL, w);
+                if (k < 0)
+                        log_warning("Cannot follow %s being loaded: %s", w->rule.unit, strerror(-k));
+        }
+        w->call = sd_bus_slot_unref(w->call);
+        int r = sd_bus_call_method_async(m->bus, &w->call, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER, "LoadUnit",
+                                         on_load_unit, w, "s", w->rule.unit);
+        if (r < 0)
+                log_warning("Cannot ask systemd for %s: %s", w->rule.unit, strerror(-r));
+}
+
+/* systemd left (or a rule went): nothing of it holds. */
+static void unfollow(RuleWatch *w, AuditEnd how) {
+        w->call = sd_bus_slot_unref(w->call);
+        w->match = sd_bus_slot_unref(w->match);
+        w->unit_new = sd_bus_slot_unref(w->unit_new);
+        w->path = mfree(w->path);
+        w->state[0] = 0;
+        release(w, how);
+}
+
+/* ---- systemd itself ---- */
+
+static int on_subscribed(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        (void) error;
+        m->systemd_slots[SLOT_SUBSCRIBE] = sd_bus_slot_unref(m->systemd_slots[SLOT_SUBSCRIBE]);
+        if (sd_bus_message_is_method_error(reply, NULL)) {
+                if (m->n_rule_watches > 0)
+                        log_info("systemd is not on the bus (%s): unit rules are inactive.",
+                                 sd_bus_message_get_error(reply)->name);
+                return 0;
+        }
+        /* The connection that answered for systemd's name: only its word counts. */
+        const char *sender = sd_bus_message_get_sender(reply);
+        free(m->systemd_owner);
+        m->systemd_owner = sender ? strdup(sender) : NULL;
+        for (size_t i = 0; i < m->n_rule_watches; i++)
+                load(m->rule_watches[i]);
+        return 0;
+}
+
+static void subscribe(Manager *m) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = NULL;
+        m->systemd_slots[SLOT_SUBSCRIBE] = sd_bus_slot_unref(m->systemd_slots[SLOT_SUBSCRIBE]);
+        int r = sd_bus_message_new_method_call(m->bus, &call, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER, "Subscribe");
+        if (r >= 0)
+                r = sd_bus_message_set_auto_start(call, false);
+        if (r >= 0)
+                r = sd_bus_call_async(m->bus, &m->systemd_slots[SLOT_SUBSCRIBE], call, on_subscribed, m, 0);
+        if (r < 0)
+                log_warning("Cannot subscribe to systemd: %s; unit rules are inactive.", strerror(-r));
+}
+
+static int on_systemd_owner(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *name, *old_owner, *new_owner;
+
+        (void) error;
+        if (!bus_message_from_driver(message) || !sd_bus_message_has_signature(message, "sss") ||
+            sd_bus_message_read(message, "sss", &name, &old_owner, &new_owner) < 0 || strcmp(name, SYSTEMD_NAME) != 0)
+                return 0;
+        m->systemd_owner = mfree(m->systemd_owner);
+        for (size_t i = 0; i < m->n_rule_watches; i++)
+                unfollow(m->rule_watches[i], AUDIT_END_RULE_GONE);
+        if (new_owner[0] && m->n_rule_watches > 0)
+                subscribe(m); /* systemd is back (a re-exec): start over */
+        else if (m->n_rule_watches > 0)
+                log_warning("systemd left the bus: unit rules are inactive until it is back.");
+        return 0;
+}
+
+static int on_unit_new(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        RuleWatch *w = userdata;
+        const char *id, *path;
+
+        (void) error;
+        if (!from_systemd(w->manager, message) || !sd_bus_message_has_signature(message, "so") ||
+            sd_bus_message_read(message, "so", &id, &path) < 0 || strcmp(id, w->rule.unit) != 0)
+                return 0;
+        follow(w, path); /* loaded again: what is its state now? */
+        return 0;
+}
+
+int manager_watch_rules(Manager *m) {
+        int r = sd_bus_add_match_async(m->bus, &m->systemd_slots[SLOT_OWNER],
+                                       "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+                                       "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='" SYSTEMD_NAME
+                                       "'",
+                                       on_systemd_owner, NULL, m);
+        if (r < 0) {
+                log_warning("Cannot follow systemd: %s; unit rules are inactive.", strerror(-r));
+                return r;
+        }
+        /* No rule, no subscription: systemd sends us nothing then. */
+        if (m->n_rule_watches > 0)
+                subscribe(m);
+        return 0;
+}
+
+/* At start, before the kernel is first written: the rules whose units run
+ * hold their requests from the first write on, so a restart of pmqosd
+ * loses no rule's bound for a moment. Blocking calls, bounded (128 rules at
+ * most, 1 s each); nothing is served yet. Without systemd, nothing. */
+void manager_rules_prime(Manager *m) {
+        for (size_t i = 0; i < m->n_rule_watches; i++) {
+                RuleWatch *w = m->rule_watches[i];
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = NULL, *reply = NULL, *state = NULL;
+                const char *path, *text;
+                int r = sd_bus_message_new_method_call(m->bus, &call, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER,
+                                                       "LoadUnit");
+                if (r >= 0)
+                        r = sd_bus_message_append(call, "s", w->rule.unit);
+                if (r >= 0)
+                        r = sd_bus_message_set_auto_start(call, false);
+                if (r >= 0)
+                        r = sd_bus_call(m->bus, call, 1000000, NULL, &reply);
+                if (r >= 0)
+                        r = sd_bus_message_read(reply, "o", &path);
+                if (r >= 0)
+                        r = sd_bus_get_property(m->bus, SYSTEMD_NAME, path, SYSTEMD_UNIT, "ActiveState", NULL, &state,
+                                                "s");
+                if (r >= 0)
+                        r = sd_bus_message_read(state, "s", &text);
+                if (r < 0)
+                        return; /* no systemd (or a slow one): the rules follow once it answers */
+                snprintf(w->state, sizeof(w->state), "%s", text);
+                if (!active_state(text) || w->req)
+                        continue;
+                Request *req = rule_request(w);
+                if (req && core_add_loaded(&m->core, req) >= 0)
+                        w->req = req;
+        }
+}
+
+/* ---- the set of rules ---- */
+
+static void watch_free(RuleWatch *w, AuditEnd how) {
+        if (!w)
+                return;
+        unfollow(w, how);
+        rule_done(&w->rule);
+        free(w);
+}
+
+int manager_set_rules(Manager *m, RuleSet *rules) {
+        RuleWatch **next = calloc(rules->n + 1, sizeof(RuleWatch *));
+        if (!next)
+                return -ENOMEM;
+        /* A rule that did not change keeps its watch and its request: no gap. */
+        for (size_t i = 0; i < rules->n; i++)
+                for (size_t k = 0; k < m->n_rule_watches; k++)
+                        if (m->rule_watches[k] && rule_equal(&m->rule_watches[k]->rule, &rules->rules[i])) {
+                                next[i] = m->rule_watches[k];
+                                m->rule_watches[k] = NULL;
+                                rule_done(&rules->rules[i]);
+                                break;
+                        }
+        for (size_t k = 0; k < m->n_rule_watches; k++)
+                watch_free(m->rule_watches[k], AUDIT_END_RULE_GONE);
+        free(m->rule_watches);
+        for (size_t i = 0; i < rules->n; i++) {
+                if (next[i])
+                        continue;
+                next[i] = calloc(1, sizeof(RuleWatch));
+                if (!next[i]) {
+                        rule_done(&rules->rules[i]);
+                        continue; /* forgotten; said once below */
+                }
+                next[i]->manager = m;
+                next[i]->rule = rules->rules[i];
+                if (m->bus && m->systemd_owner)
+                        load(next[i]);
+        }
+        /* The rules moved into the watches; a watch that could not be made is left out. */
+        size_t n_rules = rules->n, n = 0;
+        free(rules->rules);
+        *rules = (RuleSet){};
+        for (size_t i = 0; i < n_rules; i++)
+                if (next[i])
+                        next[n++] = next[i];
+        if (n < n_rules)
+                log_error("Out of memory: %zu unit rule(s) are not followed.", n_rules - n);
+        m->rule_watches = next;
+        m->n_rule_watches = n;
+        /* The first rules: systemd is to be asked now. */
+        if (m->bus && n > 0 && !m->systemd_owner && !m->systemd_slots[SLOT_SUBSCRIBE])
+                subscribe(m);
+        return 0;
+}
+
+void manager_rules_done(Manager *m) {
+        for (size_t i = 0; i < m->n_rule_watches; i++) {
+                RuleWatch *w = m->rule_watches[i];
+                w->call = sd_bus_slot_unref(w->call);
+                w->match = sd_bus_slot_unref(w->match);
+                w->unit_new = sd_bus_slot_unref(w->unit_new);
+                free(w->path);
+                rule_done(&w->rule);
+                free(w); /* its request goes with the core */
+        }
+        free(m->rule_watches);
+        m->rule_watches = NULL;
+        m->n_rule_watches = 0;
+        for (size_t i = 0; i < ELEMENTSOF(m->systemd_slots); i++)
+                m->systemd_slots[i] = sd_bus_slot_unref(m->systemd_slots[i]);
+        m->systemd_owner = mfree(m->systemd_owner);
+}
+
+size_t manager_rules_active(const Manager *m) {
+        size_t n = 0;
+        for (size_t i = 0; i < m->n_rule_watches; i++)
+                n += m->rule_watches[i]->req != NULL;
+        return n;
+}
+
+const RuleWatch *manager_rule(const Manager *m, size_t i, const Rule **ret_rule, const char **ret_state,
+                              bool *ret_holds) {
+        const RuleWatch *w = m->rule_watches[i];
+        *ret_rule = &w->rule;
+        *ret_state = w->state;
+        *ret_holds = w->req != NULL;
+        return w;
+}
+
+const Rule *manager_rule_of(const Manager *m, const Request *req) {
+        for (size_t i = 0; req && req->rule && i < m->n_rule_watches; i++)
+                if (m->rule_watches[i]->req == req)
+                        return &m->rule_watches[i]->rule;
+        return NULL;
+}

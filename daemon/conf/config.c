@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* All or nothing: the first bad line makes the whole file refused, so a
+ * reload never applies half a configuration. */
+
+#include "conf/config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf/key-file.h"
+#include "model/store.h"
+#include "util/macro.h"
+
+void config_done(Config *c) {
+        free(c->state_dir);
+        c->state_dir = NULL;
+}
+
+typedef struct NumberKey {
+        const char *key;
+        const char *expect;
+        size_t offset; /* in Limits */
+        long long min, max;
+        unsigned bit;
+        bool is_u32;
+} NumberKey;
+
+#define COUNT_KEY(name, field, bit, max) \
+        { name, "a number from 1 to " #max, offsetof(Limits, field), 1, max, bit, false }
+#define SECONDS_KEY(name, field, bit) \
+        { name, "seconds, from 1 to 100000000", offsetof(Limits, field), 1, 100000000, bit, true }
+
+/* The table is the list of keys: pmqosd.conf(5) documents each. */
+static const NumberKey number_keys[] = {
+        COUNT_KEY("MaxRequestsPerConnection", max_per_connection, CONFIG_SET_MAX_PER_CONNECTION, 100000000),
+        COUNT_KEY("MaxRequestsPerUser", max_per_uid, CONFIG_SET_MAX_PER_UID, 100000000),
+        SECONDS_KEY("MaxTimeoutSec", max_timeout_sec, CONFIG_SET_MAX_TIMEOUT),
+        SECONDS_KEY("MaxUnprivilegedTimeoutSec", max_unprivileged_timeout_sec, CONFIG_SET_MAX_UNPRIVILEGED_TIMEOUT),
+        COUNT_KEY("MaxPendingPerConnection", max_pending_per_connection, CONFIG_SET_MAX_PENDING_PER_CONNECTION, 100000),
+        COUNT_KEY("MaxPendingPerUser", max_pending_per_uid, CONFIG_SET_MAX_PENDING_PER_UID, 100000),
+        COUNT_KEY("MaxPending", max_pending, CONFIG_SET_MAX_PENDING, 1000000),
+        COUNT_KEY("MaxPolkitChecksInFlight", max_polkit_in_flight, CONFIG_SET_MAX_POLKIT_IN_FLIGHT, 100),
+        COUNT_KEY("MaxClients", max_clients, CONFIG_SET_MAX_CLIENTS, 1000000),
+};
+
+static int parse_number(const char *s, long long min, long long max, long long *ret) {
+        char *end;
+        if (!*s || ((*s < '0' || *s > '9') && *s != '-'))
+                return -EINVAL;
+        errno = 0;
+        long long v = strtoll(s, &end, 10);
+        if (errno || *end || v < min || v > max)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int config_parse(const char *path, const char *text, size_t len, Config *ret, unsigned *ret_set, char *err,
+                 size_t err_size) {
+        Config c = *ret;
+        unsigned set = 0;
+        int r = 0;
+
+        c.state_dir = NULL;
+        KeyFile f;
+        r = key_file_open(&f, path, text, len, CONFIG_FILE_MAX, err, err_size);
+        if (r < 0) {
+                key_file_done(&f);
+                return r;
+        }
+        for (char *l; (l = key_file_next(&f));) {
+                unsigned lineno = f.lineno;
+                char *key, *value;
+                if (strcmp(l, "[pmqosd]") == 0)
+                        continue;
+                if (key_file_split(l, &key, &value) < 0) {
+                        snprintf(err, err_size, "%s:%u: expected Key=Value, got \"%.40s\"", path, lineno, l);
+                        r = -EINVAL;
+                        break;
+                }
+                long long v;
+                unsigned bit;
+                const char *expect = NULL;
+
+                const NumberKey *nk = NULL;
+                for (size_t i = 0; i < ELEMENTSOF(number_keys); i++)
+                        if (strcmp(key, number_keys[i].key) == 0)
+                                nk = &number_keys[i];
+
+                if (nk) {
+                        bit = nk->bit;
+                        if (parse_number(value, nk->min, nk->max, &v) < 0)
+                                expect = nk->expect;
+                        else if (nk->is_u32)
+                                *(uint32_t *) ((char *) &c.limits + nk->offset) = (uint32_t) v;
+                        else
+                                *(unsigned *) ((char *) &c.limits + nk->offset) = (unsigned) v;
+                } else if (strcmp(key, "DefaultMinimumLatency") == 0 || strcmp(key, "OnBatteryMinimumLatency") == 0) {
+                        bool battery = key[0] == 'O';
+                        int32_t *floor = battery ? &c.battery_floor : &c.default_floor;
+                        bit = battery ? CONFIG_SET_BATTERY_FLOOR : CONFIG_SET_DEFAULT_FLOOR;
+                        if (strcmp(value, "none") == 0)
+                                *floor = PMQOS_LATENCY_NONE;
+                        else if (parse_number(value, 0, PMQOS_LATENCY_MAX_US, &v) < 0)
+                                expect = "microseconds (0 … 2000000000) or \"none\"";
+                        else
+                                *floor = (int32_t) v;
+                } else if (strcmp(key, "StateDirectory") == 0) {
+                        bit = CONFIG_SET_STATE_DIR;
+                        if (value[0] != '/' || strlen(value) > 1024)
+                                expect = "an absolute path";
+                        else {
+                                free(c.state_dir);
+                                c.state_dir = strdup(value);
+                                if (!c.state_dir) {
+                                        r = -ENOMEM;
+                                        break;
+                                }
+                        }
+                } else {
+                        snprintf(err, err_size,
+                                 "%s:%u: %.40s: unknown key (known: MaxRequestsPerConnection, MaxRequestsPerUser, "
+                                 "MaxTimeoutSec, MaxUnprivilegedTimeoutSec, MaxPendingPerConnection, "
+                                 "MaxPendingPerUser, MaxPending, MaxPolkitChecksInFlight, MaxClients, "
+                                 "DefaultMinimumLatency, OnBatteryMinimumLatency, StateDirectory)",
+                                 path, lineno, key);
+                        r = -EINVAL;
+                        break;
+                }
+                if (expect) {
+                        snprintf(err, err_size, "%s:%u: %s: invalid value \"%.40s\", expected %s", path, lineno, key,
+                                 value, expect);
+                        r = -EINVAL;
+                        break;
+                }
+                set |= bit;
+        }
+        key_file_done(&f);
+
+        if (r < 0) {
+                free(c.state_dir);
+                return r;
+        }
+        if (!(set & CONFIG_SET_STATE_DIR))
+                c.state_dir = NULL;
+        free(ret->state_dir);
+        *ret = c;
+        *ret_set = set;
+        return 0;
+}

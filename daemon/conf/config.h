@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* /etc/pmqos/pmqosd.conf: "Key=Value" lines, "#" comments, an optional
+ * [pmqosd] section header. Pure parsing here; reading the file is main.c's. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dbus/contract.h"
+
+#define PMQOS_DEFAULT_CONFIG "/etc/pmqos/pmqosd.conf"
+#define CONFIG_FILE_MAX (64u * 1024u)
+
+/* Every bound on what callers may make pmqosd hold or do; documented in
+ * pmqosd.conf(5). Root is exempt from the request counts and from the
+ * pending counts once its identity is known. */
+typedef struct Limits {
+        unsigned max_per_connection;           /* MaxRequestsPerConnection: live requests */
+        unsigned max_per_uid;                  /* MaxRequestsPerUser */
+        uint32_t max_timeout_sec;              /* MaxTimeoutSec: the longest "timeout" */
+        uint32_t max_unprivileged_timeout_sec; /* MaxUnprivilegedTimeoutSec: longer needs request-latency-persistent */
+        unsigned max_pending_per_connection;   /* MaxPendingPerConnection: calls waiting for credentials or polkit */
+        unsigned max_pending_per_uid;          /* MaxPendingPerUser */
+        unsigned max_pending;                  /* MaxPending: all callers together */
+        unsigned max_polkit_in_flight;         /* MaxPolkitChecksInFlight: checks polkitd has at once */
+        unsigned max_clients;                  /* MaxClients: connections tracked at once */
+} Limits;
+
+#define LIMITS_DEFAULT                                                                         \
+        ((Limits){ .max_per_connection = PMQOS_DEFAULT_MAX_PER_CONNECTION,                     \
+                   .max_per_uid = PMQOS_DEFAULT_MAX_PER_UID,                                   \
+                   .max_timeout_sec = PMQOS_DEFAULT_MAX_TIMEOUT_SEC,                           \
+                   .max_unprivileged_timeout_sec = PMQOS_DEFAULT_MAX_UNPRIVILEGED_TIMEOUT_SEC, \
+                   .max_pending_per_connection = PMQOS_DEFAULT_MAX_PENDING_PER_CONNECTION,     \
+                   .max_pending_per_uid = PMQOS_DEFAULT_MAX_PENDING_PER_UID,                   \
+                   .max_pending = PMQOS_DEFAULT_MAX_PENDING,                                   \
+                   .max_polkit_in_flight = PMQOS_DEFAULT_MAX_POLKIT_IN_FLIGHT,                 \
+                   .max_clients = PMQOS_DEFAULT_MAX_CLIENTS })
+
+/* dbus-daemon lets one connection wait for 128 replies at most, pmqosd's
+ * own connection to polkitd included: stay well below. */
+#define POLKIT_IN_FLIGHT_CEILING 100u
+
+typedef struct Config {
+        Limits limits;
+        int32_t default_floor; /* -1: none */
+        int32_t battery_floor; /* OnBatteryMinimumLatency: in force while UPower says OnBattery; -1: none */
+        char *state_dir;       /* NULL: not set in the file */
+} Config;
+
+/* Which keys the file set (so that command-line options can win over them). */
+enum {
+        CONFIG_SET_MAX_PER_CONNECTION = 1 << 0,
+        CONFIG_SET_MAX_PER_UID = 1 << 1,
+        CONFIG_SET_MAX_TIMEOUT = 1 << 2,
+        CONFIG_SET_DEFAULT_FLOOR = 1 << 3,
+        CONFIG_SET_STATE_DIR = 1 << 4,
+        CONFIG_SET_MAX_UNPRIVILEGED_TIMEOUT = 1 << 5,
+        CONFIG_SET_MAX_PENDING_PER_CONNECTION = 1 << 6,
+        CONFIG_SET_MAX_PENDING_PER_UID = 1 << 7,
+        CONFIG_SET_MAX_PENDING = 1 << 8,
+        CONFIG_SET_MAX_POLKIT_IN_FLIGHT = 1 << 9,
+        CONFIG_SET_MAX_CLIENTS = 1 << 10,
+        CONFIG_SET_BATTERY_FLOOR = 1 << 11,
+};
+
+void config_done(Config *c);
+
+/* Parses text into *ret, starting from the values already in *ret. Returns
+ * 0, or -EINVAL with "PATH:LINE: Key: problem" in err and *ret untouched. */
+int config_parse(const char *path, const char *text, size_t len, Config *ret, unsigned *ret_set, char *err,
+                 size_t err_size);

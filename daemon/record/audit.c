@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Under journald (JOURNAL_STREAM names our stderr) entries are sent with
+ * sd_journal_send(); otherwise they are log lines. The text is the same. */
+
+#include "record/audit.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <systemd/sd-journal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "model/validate.h"
+
+static int journal = -1;
+static struct {
+        double tokens;
+        uint64_t last_usec; /* CLOCK_MONOTONIC */
+        unsigned long suppressed;
+        bool started;
+} bucket;
+
+bool audit_to_journal(void) {
+        if (journal < 0) {
+                const char *e = getenv("JOURNAL_STREAM");
+                unsigned long long dev, ino;
+                struct stat st;
+                journal = e && sscanf(e, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0 &&
+                          st.st_dev == dev && st.st_ino == ino;
+        }
+        return journal;
+}
+
+void audit_reset(void) {
+        journal = -1;
+        bucket.started = false;
+        bucket.suppressed = 0;
+}
+
+void audit_age(unsigned sec) {
+        bucket.last_usec -= (uint64_t) sec * 1000000u;
+}
+
+/* The coarse clock (a tick, some ms) is plenty for a refill of one token in
+ * seconds, and costs next to nothing: a flood asks it once per entry. */
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+/* Whether an entry may be made now; *ret_suppressed: how many were not, since the last one. */
+static bool take_token(unsigned long *ret_suppressed) {
+        uint64_t now = now_usec();
+        if (!bucket.started) {
+                bucket.tokens = AUDIT_BURST;
+                bucket.last_usec = now;
+                bucket.started = true;
+        }
+        bucket.tokens += (double) (now - bucket.last_usec) / (AUDIT_REFILL_SEC * 1e6);
+        if (bucket.tokens > AUDIT_BURST)
+                bucket.tokens = AUDIT_BURST;
+        bucket.last_usec = now;
+        if (bucket.tokens < 1) {
+                bucket.suppressed++;
+                return false;
+        }
+        bucket.tokens -= 1;
+        *ret_suppressed = bucket.suppressed;
+        bucket.suppressed = 0;
+        return true;
+}
+
+static const char *usec_text(int32_t v, char buf[static 24]) {
+        if (v < 0)
+                return "none";
+        snprintf(buf, 24, "%" PRIi32 " µs", v);
+        return buf;
+}
+
+/* One entry, admitted by take_token(): message, and for a request its fields. */
+static void entry(const char *id, const Request *r, int32_t old, int32_t new, uid_t by_uid, const char *message,
+                  unsigned long suppressed) {
+        char note[80] = "";
+        if (suppressed > 0)
+                snprintf(note, sizeof(note), " (%lu earlier entries were left out: too many at once)", suppressed);
+        if (!audit_to_journal()) {
+                log_info("%s%s", message, note);
+                return;
+        }
+        if (r)
+                (void) sd_journal_send("MESSAGE=%s%s", message, note, "MESSAGE_ID=%s", id, "PRIORITY=6",
+                                       "COOKIE=%" PRIu32, r->cookie, "REQUEST_UID=%u", (unsigned) r->uid,
+                                       "REQUEST_PID=%d", (int) r->pid, "REQUEST_EXEC=%s", request_exec(r), "REASON=%s",
+                                       request_reason(r), "OLD_LATENCY=%" PRIi32, old, "NEW_LATENCY=%" PRIi32, new,
+                                       "BY_UID=%u", (unsigned) by_uid, "TYPE=%s", qos_type_to_string(r->type),
+                                       "SUPPRESSED=%lu", suppressed, NULL);
+        else
+                (void) sd_journal_send("MESSAGE=%s%s", message, note, "MESSAGE_ID=%s", id, "PRIORITY=6",
+                                       "OLD_LATENCY=%" PRIi32, old, "NEW_LATENCY=%" PRIi32, new, "SUPPRESSED=%lu",
+                                       suppressed, NULL);
+}
+
+/* "request 7 of uid 1000 pid 4711 (ardour)" */
+static void who(const Request *r, char *buf, size_t size) {
+        snprintf(buf, size, "request %" PRIu32 " of uid %u pid %d (%s)", r->cookie, (unsigned) r->uid, (int) r->pid,
+                 request_exec(r)[0] ? request_exec(r) : "?");
+}
+
+void audit_request_added(const Request *r) {
+        unsigned long suppressed;
+        if (!take_token(&suppressed))
+                return; /* before any formatting: a flood costs next to nothing */
+        char w[PMQOS_EXEC_MAX + 64], v[24], msg[PMQOS_EXEC_MAX + PMQOS_REASON_MAX + 160];
+        who(r, w, sizeof(w));
+        snprintf(msg, sizeof(msg), "New %s: %s%s%s%s%s%s.", w, usec_text(r->value, v),
+                 r->type == QOS_TYPE_CPU_WAKEUP ? " of cpu_wakeup" : "", r->n_cpus ? " on some CPUs" : "",
+                 r->persistent ? ", persistent" : "", request_reason(r)[0] ? ", reason: " : "", request_reason(r));
+        entry(AUDIT_ID_REQUEST_ADDED, r, PMQOS_LATENCY_NONE, r->value, r->uid, msg, suppressed);
+}
+
+void audit_request_changed(const Request *r, int32_t old, uid_t by_uid) {
+        unsigned long suppressed;
+        if (!take_token(&suppressed))
+                return; /* before any formatting: a flood costs next to nothing */
+        char w[PMQOS_EXEC_MAX + 64], a[24], b[24], msg[PMQOS_EXEC_MAX + 160];
+        who(r, w, sizeof(w));
+        snprintf(msg, sizeof(msg), "Changed %s from %s to %s (by uid %u).", w, usec_text(old, a),
+                 usec_text(r->value, b), (unsigned) by_uid);
+        entry(AUDIT_ID_REQUEST_CHANGED, r, old, r->value, by_uid, msg, suppressed);
+}
+
+void audit_request_ended(const Request *r, int32_t value, AuditEnd how, uid_t by_uid) {
+        unsigned long suppressed;
+        if (!take_token(&suppressed))
+                return; /* before any formatting: a flood costs next to nothing */
+        char w[PMQOS_EXEC_MAX + 64], v[24], why[48], msg[PMQOS_EXEC_MAX + 160];
+        who(r, w, sizeof(w));
+        if (how == AUDIT_END_CANCELLED)
+                snprintf(why, sizeof(why), "cancelled by uid %u", (unsigned) by_uid);
+        else
+                snprintf(why, sizeof(why), "%s",
+                         how == AUDIT_END_OWNER_LEFT      ? "its owner left the bus"
+                         : how == AUDIT_END_EXPIRED       ? "it expired"
+                         : how == AUDIT_END_UNIT_INACTIVE ? "its unit is no longer active"
+                                                          : "its rule changed or systemd left");
+        snprintf(msg, sizeof(msg), "Ended %s, %s: %s.", w, usec_text(value, v), why);
+        entry(AUDIT_ID_REQUEST_ENDED, r, value, PMQOS_LATENCY_NONE, by_uid, msg, suppressed);
+}
+
+void audit_floor_changed(int32_t old, int32_t new, const char *what) {
+        unsigned long suppressed;
+        if (!take_token(&suppressed))
+                return; /* before any formatting: a flood costs next to nothing */
+        char a[24], b[24], msg[256];
+        snprintf(msg, sizeof(msg), "The floor went from %s to %s: %s.", usec_text(old, a), usec_text(new, b), what);
+        entry(AUDIT_ID_FLOOR_CHANGED, NULL, old, new, 0, msg, suppressed);
+}
+
+void audit_latency_changed(QosType type, int32_t old, int32_t new) {
+        unsigned long suppressed;
+        if (!take_token(&suppressed))
+                return; /* before any formatting: a flood costs next to nothing */
+        char a[24], b[24], msg[128];
+        snprintf(msg, sizeof(msg), "The effective %slatency bound went from %s to %s.",
+                 type == QOS_TYPE_CPU_WAKEUP ? "wakeup " : "", usec_text(old, a), usec_text(new, b));
+        entry(type == QOS_TYPE_CPU_WAKEUP ? AUDIT_ID_WAKEUP_LATENCY_CHANGED : AUDIT_ID_LATENCY_CHANGED, NULL, old, new,
+              0, msg, suppressed);
+}
+
+void audit_kernel_ignores_writes(const char *path, int32_t reported, int32_t asked) {
+        char msg[512];
+        snprintf(msg, sizeof(msg),
+                 "The kernel ignores writes to %s: it reports %" PRIi32 " µs after pmqosd asked for %" PRIi32
+                 " µs. Latency bounds have no effect on this kernel.",
+                 path, reported, asked);
+        if (!audit_to_journal()) {
+                log_warning("%s", msg);
+                return;
+        }
+        (void) sd_journal_send("MESSAGE=%s", msg, "MESSAGE_ID=%s", AUDIT_ID_KERNEL_IGNORES_WRITES, "PRIORITY=4",
+                               "OLD_LATENCY=%" PRIi32, reported, "NEW_LATENCY=%" PRIi32, asked, NULL);
+}

@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Whole-file reads and complete writes. */
+#pragma once
+
+#include <stddef.h>
+
+/* Reads the regular file path (never through a symlink, never blocking on a
+ * FIFO) of at most max bytes into a new buffer with room for one byte more
+ * than *ret_len. -EBADMSG if it is not a regular file or a symlink, -EFBIG
+ * if it is or grows larger than max, else 0 or a negative errno. */
+int read_file_bounded(const char *path, size_t max, char **ret, size_t *ret_len);
+
+/* All of data at offset of fd (a short write or EINTR is carried on); 0 or -errno. */
+int pwrite_all(int fd, const char *data, size_t len, size_t offset);

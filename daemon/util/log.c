@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* syslog-style "<N>" prefixes let journald file each line at its level. */
+
+#include "util/log.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <pthread.h>
+#include <time.h>
+
+static bool verbose;
+static int journal_prefix = -1;
+
+void log_set_verbose(bool v) {
+        verbose = v;
+}
+
+bool log_is_verbose(void) {
+        return verbose;
+}
+
+static void log_va(int level, const char *fmt, va_list ap) {
+        char line[2048];
+        int n = vsnprintf(line, sizeof(line), fmt, ap);
+        /* A line cut short ends at a character, never inside one: the log stays UTF-8. */
+        if (n >= (int) sizeof(line)) {
+                size_t len = sizeof(line) - 1, start = len;
+                while (start > 0 && ((unsigned char) line[start - 1] & 0xc0) == 0x80)
+                        start--; /* back over the continuation bytes at the end */
+                if (start > 0) {
+                        unsigned char lead = (unsigned char) line[start - 1];
+                        size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+                        if (start - 1 + need > len)
+                                line[start - 1] = 0; /* that character did not fit whole */
+                }
+        }
+        if (journal_prefix < 0)
+                journal_prefix = getenv("JOURNAL_STREAM") != NULL;
+        if (journal_prefix)
+                fprintf(stderr, "<%d>%s\n", level, line);
+        else
+                fprintf(stderr, "pmqosd: %s\n", line);
+}
+
+#define LOG_FN(name, level, cond)         \
+        void name(const char *fmt, ...) { \
+                if (!(cond))              \
+                        return;           \
+                va_list ap;               \
+                va_start(ap, fmt);        \
+                log_va(level, fmt, ap);   \
+                va_end(ap);               \
+        }
+
+LOG_FN(log_debug, 7, verbose)
+LOG_FN(log_info, 6, true)
+LOG_FN(log_warning, 4, true)
+LOG_FN(log_error, 3, true)
+
+static struct {
+        uint64_t window_start; /* seconds, CLOCK_MONOTONIC */
+        unsigned n_logged;
+        unsigned long n_suppressed;
+} caller_limit;
+
+static pthread_mutex_t caller_lock = PTHREAD_MUTEX_INITIALIZER; /* the polkit thread logs too */
+
+void log_caller_warning(const char *fmt, ...) {
+        struct timespec ts;
+        va_list ap;
+
+        pthread_mutex_lock(&caller_lock);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t now = (uint64_t) ts.tv_sec;
+        if (caller_limit.n_logged == 0 || now - caller_limit.window_start >= LOG_CALLER_INTERVAL_SEC) {
+                if (caller_limit.n_suppressed > 0)
+                        log_warning("Suppressed %lu similar messages about callers in %u s.", caller_limit.n_suppressed,
+                                    LOG_CALLER_INTERVAL_SEC);
+                caller_limit.window_start = now;
+                caller_limit.n_logged = 0;
+                caller_limit.n_suppressed = 0;
+        }
+        if (caller_limit.n_logged >= LOG_CALLER_BURST) {
+                caller_limit.n_suppressed++;
+                pthread_mutex_unlock(&caller_lock);
+                return;
+        }
+        caller_limit.n_logged++;
+        va_start(ap, fmt);
+        log_va(4, fmt, ap);
+        va_end(ap);
+        pthread_mutex_unlock(&caller_lock);
+}
+
+void log_caller_age(unsigned sec) {
+        pthread_mutex_lock(&caller_lock);
+        caller_limit.window_start -= sec;
+        pthread_mutex_unlock(&caller_lock);
+}
