@@ -11,16 +11,8 @@ import signal
 import subprocess
 import time
 
-from harness import (
-    NOBODY,
-    forge_signal,
-    owner_of,
-    NATIVE_IFACE,
-    PATH,
-    BrokerTestCase,
-    main,
-    skip_notice,
-)
+from contract import BUS_NAME, DBUS_IFACE, DBUS_PATH, NATIVE_IFACE, PATH, PROPS, UPOWER_BUS_NAME
+from fixtures import BrokerTestCase, NOBODY, forge_signal, main, owner_of, skip_notice, strace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 UPOWER_POLICY = """<policy user="root">
@@ -66,7 +58,7 @@ class BatteryTestCase(BrokerTestCase):
         self.watcher.subscribe(path=PATH)
 
     def on_battery(self):
-        return self.watcher.call("Get", "ss", NATIVE_IFACE, "OnBattery", iface="org.freedesktop.DBus.Properties")[0]
+        return self.watcher.call("Get", "ss", NATIVE_IFACE, "OnBattery", iface=PROPS)[0]
 
     def latency_signals(self):
         return [s[3] for s in self.watcher.take_signals() if s[2] == "LatencyChanged"]
@@ -78,14 +70,11 @@ class BatteryTestCase(BrokerTestCase):
             action()
             return None
         out = os.path.join(self.bus.dir, "strace-%d" % time.monotonic_ns())
-        tracer = subprocess.Popen(["strace", "-qq", "-e", "trace=pwrite64", "-o", out, "-p",
-                                   str(self.daemon.proc.pid)], stderr=subprocess.PIPE, text=True)
-        time.sleep(0.3)  # attached by then
+        tracer = strace(self.daemon.proc.pid, "pwrite64", out)
         action()
         self.watcher.take_signals(settle=0.3)
         tracer.send_signal(signal.SIGINT)
         tracer.wait(10)
-        tracer.stderr.close()
         with open(out) as f:
             return sum(1 for line in f if line.startswith("pwrite64("))
 
@@ -168,16 +157,16 @@ class TestBatteryFloor(BatteryTestCase):
         self.start()
         c = self.client()
         c.request(50)
-        broker = owner_of(self.watcher, "org.freedesktop.PMQoS")
-        forge_signal(self.bus, NOBODY, broker, "/org/freedesktop/UPower", "org.freedesktop.DBus.Properties",
+        broker = owner_of(self.watcher, BUS_NAME)
+        forge_signal(self.bus, NOBODY, broker, "/org/freedesktop/UPower", PROPS,
                      "PropertiesChanged", "sa{sv}as", "('org.freedesktop.UPower', {'OnBattery': <true>}, @as [])")
         self.watcher.take_signals()
         self.assertFalse(self.on_battery())
         self.assertEqual(self.watcher.latency(), 50)
         self.upower.say("battery 1")
         self.assert_eventually(lambda: self.watcher.latency() == 300, what="the real battery floor")
-        upower = owner_of(self.watcher, "org.freedesktop.UPower")
-        forge_signal(self.bus, NOBODY, broker, "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
+        upower = owner_of(self.watcher, UPOWER_BUS_NAME)
+        forge_signal(self.bus, NOBODY, broker, DBUS_PATH, DBUS_IFACE, "NameOwnerChanged",
                      "sss", "('org.freedesktop.UPower', '%s', '')" % upower)
         self.watcher.take_signals()
         self.assertTrue(self.on_battery())

@@ -22,7 +22,8 @@ sys.path.insert(0, os.environ.get("PMQOS_PYTHONPATH", os.path.join(os.path.dirna
                                                                     "bindings", "python")))
 import pmqos  # noqa: E402
 
-from harness import NOBODY, ROUNDS, BrokerTestCase, PrivateBus, cpu_hog, main, wait_for  # noqa: E402
+from contract import NATIVE_IFACE
+from fixtures import BrokerTestCase, NOBODY, PrivateBus, ROUNDS, cpu_hog, main, wait_for  # noqa: E402
 
 
 class BindingTestCase(BrokerTestCase):
@@ -36,6 +37,7 @@ class BindingTestCase(BrokerTestCase):
 
 class TestClient(BindingTestCase):
     def test_request_update_cancel(self):
+        self.start_daemon()
         with pmqos.Client() as c:
             cookie = c.request(150, reason="python test")
             self.assertKernelAtMost(150)
@@ -48,16 +50,23 @@ class TestClient(BindingTestCase):
         self.assertKernelReleased()
 
     def test_explain_equals_the_broker(self):
+        self.start_daemon()
         with pmqos.Client() as c:
             cookie = c.request(90, reason="explained")
             got = c.explain()
-            bus = self.client().call("Explain", None, iface="org.freedesktop.PMQoS")[0]
-            self.assertEqual(got, bus)  # the same keys and values as the D-Bus dictionary
+            bus = self.client().call("Explain", None, iface=NATIVE_IFACE)[0]
+            # The same keys and values as the D-Bus dictionary; the C-states'
+            # residency counters are live (read at call time): later, never less.
+            counters = [(a.pop(k), b.pop(k)) for cg, cb in zip(got["cpus"], bus["cpus"])
+                        for a, b in zip(cg["cstates"], cb["cstates"]) for k in ("usage", "time")]
+            self.assertEqual(got, bus)
+            self.assertTrue(all(a <= b for a, b in counters), counters)
             if got["kernel"] == 90:
                 self.assertEqual((got["bound_by"], got["binding"]["cookie"]), ("request", cookie))
             self.assertEqual(len(got["cpus"]), os.cpu_count())
 
     def test_close_ends_requests(self):
+        self.start_daemon()
         w = self.client()
         c = pmqos.Client()
         c.request(70)
@@ -71,6 +80,7 @@ class TestClient(BindingTestCase):
             c.request(10)
 
     def test_released_when_close_returns(self):
+        self.start_daemon()
         with cpu_hog():
             for i in range(ROUNDS):
                 with pmqos.hold(66 + i):
@@ -84,6 +94,7 @@ class TestClient(BindingTestCase):
             self.assertEqual(self.kernel.read(), self.kernel.baseline)
 
     def test_hold(self):
+        self.start_daemon()
         w = self.client()
         with pmqos.hold(45, reason="render") as h:
             self.assertKernelAtMost(45)
@@ -92,6 +103,7 @@ class TestClient(BindingTestCase):
         self.assertKernelReleased()
 
     def test_exceptions(self):
+        self.start_daemon()
         with pmqos.Client() as c:
             with self.assertRaises(pmqos.InvalidArgument) as e:
                 c.request(-5)
@@ -110,6 +122,7 @@ class TestClient(BindingTestCase):
                 c.request(10, cpus=[7777])
 
     def test_access_denied_as_other_user(self):
+        self.start_daemon()
         code = ("import os, sys, pmqos\n"
                 "try:\n"
                 "    pmqos.Client().request(10)\n"

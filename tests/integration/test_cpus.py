@@ -7,42 +7,13 @@ on this machine's real one."""
 import os
 import shutil
 import signal
-import tempfile
 
 from gi.repository import GLib
 
-from harness import (
-    IS_ROOT,
-    NATIVE_IFACE,
-    BrokerTestCase,
-    main,
-    skip_notice,
-    wait_for,
-)
+from contract import INVALID, NATIVE_IFACE
+from fixtures import BrokerTestCase, IS_ROOT, cpu_file, main, make_fake_sysfs, read_cpu, skip_notice, wait_for
 
-INVALID = "org.freedesktop.DBus.Error.InvalidArgs"
 REAL_SYSFS = "/sys"
-
-
-def cpu_file(root, cpu):
-    return os.path.join(root, "devices/system/cpu/cpu%d/power/pm_qos_resume_latency_us" % cpu)
-
-
-def read(root, cpu):
-    with open(cpu_file(root, cpu)) as f:
-        return f.read().strip()
-
-
-def make_fake_sysfs(originals, offline=()):
-    root = tempfile.mkdtemp(prefix="pmqos-sysfs-")
-    for cpu, value in originals.items():
-        os.makedirs(os.path.dirname(cpu_file(root, cpu)))
-        with open(cpu_file(root, cpu), "w") as f:
-            f.write(value + "\n")
-        if cpu > 0:
-            with open(os.path.join(root, "devices/system/cpu/cpu%d/online" % cpu), "w") as f:
-                f.write("0\n" if cpu in offline else "1\n")
-    return root
 
 
 class CpuTestCase(BrokerTestCase):
@@ -75,18 +46,18 @@ class TestFakeSysfs(CpuTestCase):
     def test_aggregate_per_cpu_and_restore(self):
         c = self.client()
         a = self.request(c, 30, [1])
-        self.assertEqual(read(self.sysfs, 1), "30")
-        self.assertEqual(read(self.sysfs, 0), "0")  # untouched
+        self.assertEqual(read_cpu(self.sysfs, 1), "30")
+        self.assertEqual(read_cpu(self.sysfs, 0), "0")  # untouched
         self.assertKernelReleased()                  # the global device is left alone
         self.assertEqual(c.latency(), -1)
         b = self.request(c, 20, [0, 1])
-        self.assertEqual((read(self.sysfs, 0), read(self.sysfs, 1)), ("20", "20"))
+        self.assertEqual((read_cpu(self.sysfs, 0), read_cpu(self.sysfs, 1)), ("20", "20"))
         c.cancel(b)
-        self.assertEqual((read(self.sysfs, 0), read(self.sysfs, 1)), ("0", "30"))
+        self.assertEqual((read_cpu(self.sysfs, 0), read_cpu(self.sysfs, 1)), ("0", "30"))
         c.call("Update", "ui", a, 0, iface=NATIVE_IFACE)
-        self.assertEqual(read(self.sysfs, 1), "n/a")  # 0 µs is written as "n/a"
+        self.assertEqual(read_cpu(self.sysfs, 1), "n/a")  # 0 µs is written as "n/a"
         c.cancel(a)
-        self.assertEqual(read(self.sysfs, 1), "100")  # the original, not "0"
+        self.assertEqual(read_cpu(self.sysfs, 1), "100")  # the original, not "0"
         state = self.state_text()
         self.assertNotIn("\ncpu ", state)
 
@@ -101,9 +72,9 @@ class TestFakeSysfs(CpuTestCase):
         c = self.client()
         self.request(c, 10, [1])
         c.call("SetMinimumLatency", "si", "cpu_dma", 40)
-        self.assertEqual(read(self.sysfs, 1), "40")
+        self.assertEqual(read_cpu(self.sysfs, 1), "40")
         c.call("SetMinimumLatency", "si", "cpu_dma", -1)
-        self.assertEqual(read(self.sysfs, 1), "10")
+        self.assertEqual(read_cpu(self.sysfs, 1), "10")
 
     def test_absent_and_offline_cpus(self):
         c = self.client()
@@ -113,43 +84,44 @@ class TestFakeSysfs(CpuTestCase):
             self.assertEqual(name, INVALID, cpus)
         self.assertIn("offline", c.call_error("Request", "sia{sv}", "cpu_dma", 10,
                                               {"cpus": GLib.Variant("au", [2])}, iface=NATIVE_IFACE)[1])
-        self.assertEqual(read(self.sysfs, 0), "0")
+        self.assertEqual(read_cpu(self.sysfs, 0), "0")
 
     def test_empty_cpus_means_the_global_device(self):
         c = self.client()
         self.request(c, 70, [])
         self.assertEqual(c.latency(), 70)
         self.assertKernelAtMost(70)
-        self.assertEqual(read(self.sysfs, 1), "100")
+        self.assertEqual(read_cpu(self.sysfs, 1), "100")
 
     def test_client_leaving_restores(self):
+        self.start_daemon()
         c = self.bus.connect()
         self.request(c, 25, [1])
-        self.assertEqual(read(self.sysfs, 1), "25")
+        self.assertEqual(read_cpu(self.sysfs, 1), "25")
         c.close()
-        wait_for(lambda: read(self.sysfs, 1) == "100", what="cpu1 to be restored")
+        wait_for(lambda: read_cpu(self.sysfs, 1) == "100", what="cpu1 to be restored")
 
     def test_sigterm_restores(self):
         c = self.client()
         self.request(c, 35, [0, 1], persistent=GLib.Variant("b", True))
-        self.assertEqual((read(self.sysfs, 0), read(self.sysfs, 1)), ("35", "35"))
+        self.assertEqual((read_cpu(self.sysfs, 0), read_cpu(self.sysfs, 1)), ("35", "35"))
         self.assertEqual(self.daemon.stop(signal.SIGTERM), 0)
-        self.assertEqual((read(self.sysfs, 0), read(self.sysfs, 1)), ("0", "100"))
+        self.assertEqual((read_cpu(self.sysfs, 0), read_cpu(self.sysfs, 1)), ("0", "100"))
 
     def test_kill9_then_restart_restores_and_reapplies(self):
         c = self.client()
         keep = self.request(c, 15, [1], persistent=GLib.Variant("b", True))
         self.request(c, 12, [0])
-        self.assertEqual((read(self.sysfs, 0), read(self.sysfs, 1)), ("12", "15"))
+        self.assertEqual((read_cpu(self.sysfs, 0), read_cpu(self.sysfs, 1)), ("12", "15"))
         c.close()
         self.restart(signal.SIGKILL)
         # cpu0's request died with its client and the crash; its original is back.
-        self.assertEqual(read(self.sysfs, 0), "0")
+        self.assertEqual(read_cpu(self.sysfs, 0), "0")
         # cpu1's persistent request is applied again over the restored original.
-        self.assertEqual(read(self.sysfs, 1), "15")
+        self.assertEqual(read_cpu(self.sysfs, 1), "15")
         w = self.client()
         w.cancel(keep)
-        self.assertEqual(read(self.sysfs, 1), "100")
+        self.assertEqual(read_cpu(self.sysfs, 1), "100")
 
 
     def test_restart_readopts_without_a_write(self):
@@ -162,9 +134,9 @@ class TestFakeSysfs(CpuTestCase):
             if sig == signal.SIGKILL:
                 # Its client is still connected: the value stays, not even rewritten.
                 self.assertEqual(os.stat(path).st_mtime_ns, written)
-            self.assertEqual(read(self.sysfs, 0), "12")
+            self.assertEqual(read_cpu(self.sysfs, 0), "12")
         c.close()
-        self.assert_eventually(lambda: read(self.sysfs, 0) == "0", what="cpu0's original back")
+        self.assert_eventually(lambda: read_cpu(self.sysfs, 0) == "0", what="cpu0's original back")
 
 
 class TestRealSysfs(CpuTestCase):
@@ -178,36 +150,36 @@ class TestRealSysfs(CpuTestCase):
         self.sysfs = REAL_SYSFS
         self.daemon_args = ("--sysfs-root", REAL_SYSFS)
         self.cpu = max(c for c in range(os.cpu_count()) if os.path.exists(cpu_file(REAL_SYSFS, c)))
-        self.original = read(REAL_SYSFS, self.cpu)
+        self.original = read_cpu(REAL_SYSFS, self.cpu)
         # Runs after pmqosd has exited: the machine is as we found it.
-        self.addCleanup(lambda: self.assertEqual(read(REAL_SYSFS, self.cpu), self.original))
+        self.addCleanup(lambda: self.assertEqual(read_cpu(REAL_SYSFS, self.cpu), self.original))
         BrokerTestCase.setUp(self)
 
     def test_real_cpu_file(self):
         c = self.client()
         a = self.request(c, 40, [self.cpu])
-        self.assertEqual(read(REAL_SYSFS, self.cpu), "40")
+        self.assertEqual(read_cpu(REAL_SYSFS, self.cpu), "40")
         c.cancel(a)
-        self.assertEqual(read(REAL_SYSFS, self.cpu), self.original)
+        self.assertEqual(read_cpu(REAL_SYSFS, self.cpu), self.original)
 
     def test_real_cpu_after_kill9(self):
         c = self.client()
         self.request(c, 41, [self.cpu])
-        self.assertEqual(read(REAL_SYSFS, self.cpu), "41")
+        self.assertEqual(read_cpu(REAL_SYSFS, self.cpu), "41")
         # Its client is still connected: re-adopted, the file never changed.
         self.restart(signal.SIGKILL)
-        self.assertEqual(read(REAL_SYSFS, self.cpu), "41")
+        self.assertEqual(read_cpu(REAL_SYSFS, self.cpu), "41")
         c.close()
-        self.assert_eventually(lambda: read(REAL_SYSFS, self.cpu) == self.original, what="the original back")
+        self.assert_eventually(lambda: read_cpu(REAL_SYSFS, self.cpu) == self.original, what="the original back")
         # The client left while pmqosd was down: the next start gives the original back.
         c = self.client()
         self.request(c, 42, [self.cpu])
         self.daemon.proc.send_signal(signal.SIGKILL)
         self.daemon.proc.wait(60)
         c.close()
-        self.assertEqual(read(REAL_SYSFS, self.cpu), "42")
+        self.assertEqual(read_cpu(REAL_SYSFS, self.cpu), "42")
         self.restart(signal.SIGKILL)
-        self.assertEqual(read(REAL_SYSFS, self.cpu), self.original)
+        self.assertEqual(read_cpu(REAL_SYSFS, self.cpu), self.original)
 
 
 if __name__ == "__main__":

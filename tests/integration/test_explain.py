@@ -19,22 +19,20 @@ import unittest
 
 from gi.repository import GLib
 
-from harness import (
-    IS_ROOT,
-    LATENCY_MAX,
-    NATIVE_IFACE,
-    NOBODY,
+from contract import LATENCY_MAX, LIMITS, NATIVE_IFACE
+from fixtures import (
     BrokerTestCase,
+    IS_ROOT,
+    NOBODY,
+    cpu_file,
     main,
-    pmqos_user_install,
-    pmqos_user_uninstall,
+    make_fake_sysfs,
     proc_status,
     skip_notice,
     wait_for,
 )
-from test_cpus import cpu_file, make_fake_sysfs
+from hostenv import pmqos_user_install, pmqos_user_uninstall
 
-LIMITS = "org.freedesktop.DBus.Error.LimitsExceeded"
 IGNORING_DEVICE = os.environ.get("PMQOS_IGNORING_DEVICE")
 CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE = 2, 19
 

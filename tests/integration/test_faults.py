@@ -5,32 +5,16 @@ turns read-only, the bus daemon going away, polkitd killed mid-traffic."""
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import sys
 import threading
 import time
 import unittest
 
-from harness import (
-    POLKIT_USERS,
-    POLKITD_PRESENT,
-    polkit_install,
-    polkit_uid,
-    polkit_uninstall,
-    IS_ROOT,
-    NATIVE_IFACE,
-    BrokerTestCase,
-    Polkitd,
-    PrivateBus,
-    TIME_SCALE,
-    main,
-    small_tmpfs,
-    wait_for,
-)
+from contract import ACCESS_DENIED, FAILED, NATIVE_IFACE
+from fixtures import BrokerTestCase, IS_ROOT, Polkitd, PrivateBus, TIME_SCALE, main, small_tmpfs, wait_for
+from hostenv import POLKITD_PRESENT, POLKIT_USERS, polkit_install, polkit_uid, polkit_uninstall
 
-FAILED = "org.freedesktop.PMQoS.Error.Failed"
-ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
 
 
 class FailingDevice:
@@ -84,7 +68,6 @@ class TestReadOnlyStateDir(BrokerTestCase):
     def setUp(self):
         self.mnt = small_tmpfs(self, "read-only state directory")
         super().setUp()
-        self.daemon.stop()
         self.start_daemon((), state_dir=self.mnt)
 
     def remount(self, mode):
@@ -117,8 +100,7 @@ class TestBusRestart(BrokerTestCase):
         self.clients.remove(c)
         state_dir = self.daemon.state_dir
         t = time.monotonic()
-        os.kill(self.bus.pid, signal.SIGKILL)
-        self.bus.pid = 0
+        self.bus.kill()
         code = self.daemon.proc.wait(10)
         self.assertNotEqual(code, 0)
         self.assertLess(time.monotonic() - t, 2 * TIME_SCALE)

@@ -6,22 +6,25 @@ and the kernel must hold exactly what the model says."""
 
 from gi.repository import Gio, GLib
 
-from harness import (
+from contract import (
     BUS_NAME,
+    INVALID,
     LATENCY_MAX,
     NATIVE_IFACE,
+    NO_SUCH_REQUEST,
     PATH,
+    PROPERTY_READ_ONLY,
+    PROPS,
     QOS_IFACE,
+    UNKNOWN_INTERFACE,
+    UNKNOWN_METHOD,
+    UNKNOWN_OBJECT,
+    UNKNOWN_PROPERTY,
     UPOWER_PATH,
-    BrokerTestCase,
-    main,
-    remote_error_name,
-    wait_for,
 )
+from fixtures import BrokerTestCase, main, remote_error_name, wait_for
 
-INVALID = "org.freedesktop.DBus.Error.InvalidArgs"
-UNKNOWN = {"org.freedesktop.DBus.Error.UnknownMethod", "org.freedesktop.DBus.Error.UnknownObject",
-           "org.freedesktop.DBus.Error.UnknownInterface", "org.freedesktop.DBus.Error.UnknownProperty"}
+UNKNOWN = {UNKNOWN_METHOD, UNKNOWN_OBJECT, UNKNOWN_INTERFACE, UNKNOWN_PROPERTY}
 
 
 def raw_call(conn, path, iface, method, params, flags=Gio.DBusSendMessageFlags.NONE):
@@ -73,7 +76,7 @@ class TestHostile(BrokerTestCase):
             self.expect_error(c, PATH, QOS_IFACE, "SetMinimumLatency", V("(si)", ("cpu_dma", v)), INVALID)
         for cookie in (0, 1, 0xFFFFFFFF):
             self.expect_error(c, PATH, QOS_IFACE, "CancelRequest", V("(u)", (cookie,)),
-                              "org.freedesktop.PMQoS.Error.NoSuchRequest")
+                              NO_SUCH_REQUEST)
 
         # Huge strings and arrays.
         big = "x" * (1 << 20)
@@ -94,12 +97,12 @@ class TestHostile(BrokerTestCase):
         self.expect_error(c, "/org/freedesktop/PMQoS/nope", QOS_IFACE, "GetLatency", V("(s)", ("cpu_dma",)),
                           UNKNOWN)
         self.expect_error(c, UPOWER_PATH, NATIVE_IFACE, "ListRequests", None, UNKNOWN)
-        self.expect_error(c, PATH, "org.freedesktop.DBus.Properties", "Get", V("(ss)", (NATIVE_IFACE, "Nope")),
+        self.expect_error(c, PATH, PROPS, "Get", V("(ss)", (NATIVE_IFACE, "Nope")),
                           UNKNOWN | {INVALID})
-        self.expect_error(c, PATH, "org.freedesktop.DBus.Properties", "Set",
+        self.expect_error(c, PATH, PROPS, "Set",
                           V("(ssv)", (NATIVE_IFACE, "EffectiveLatency", V("i", 5))),
-                          UNKNOWN | {INVALID, "org.freedesktop.DBus.Error.PropertyReadOnly"})
-        self.expect_error(c, PATH, "org.freedesktop.DBus.Properties", "Set",
+                          UNKNOWN | {INVALID, PROPERTY_READ_ONLY})
+        self.expect_error(c, PATH, PROPS, "Set",
                           V("(ssv)", (NATIVE_IFACE, "MinimumLatency", V("s", "5"))), INVALID)
 
         # Calls nobody waits for: 300 requests, then the connection goes.

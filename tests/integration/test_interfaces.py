@@ -7,13 +7,14 @@ import os
 
 from gi.repository import Gio
 
-from harness import PATH, QOS_IFACE, NATIVE_IFACE, SOURCE_ROOT, UPOWER_PATH, BrokerTestCase, main
+from contract import INTROSPECTABLE, NATIVE_IFACE, PATH, QOS_IFACE, STANDARD_IFACES, UPOWER_PATH
+from fixtures import BrokerTestCase, SOURCE_ROOT, main
 
 XML = {
     QOS_IFACE: os.path.join(SOURCE_ROOT, "dbus", "org.freedesktop.UPower.QoS.xml"),
     NATIVE_IFACE: os.path.join(SOURCE_ROOT, "dbus", "org.freedesktop.PMQoS.xml"),
 }
-STANDARD = {"org.freedesktop.DBus.Peer", "org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.Properties"}
+STANDARD = STANDARD_IFACES
 
 
 def shape(iface):
@@ -36,7 +37,7 @@ def from_file(name):
 class TestInterfaces(BrokerTestCase):
     def live(self, path):
         c = self.client()
-        (xml,) = c.call("Introspect", path=path, iface="org.freedesktop.DBus.Introspectable")
+        (xml,) = c.call("Introspect", path=path, iface=INTROSPECTABLE)
         node = Gio.DBusNodeInfo.new_for_xml(xml)
         return {i.name: shape(i) for i in node.interfaces}
 

@@ -10,18 +10,8 @@ import sys
 import time
 import unittest
 
-from harness import (
-    POLKIT_USERS,
-    POLKITD_PRESENT,
-    polkit_install,
-    polkit_uninstall,
-    BrokerTestCase,
-    IS_ROOT,
-    PrivateBus,
-    TIME_SCALE,
-    main,
-    skip_notice,
-)
+from fixtures import BrokerTestCase, IS_ROOT, PrivateBus, TIME_SCALE, main, skip_notice
+from hostenv import POLKITD_PRESENT, POLKIT_USERS, polkit_install, polkit_uninstall
 
 TEST_BINARY = os.environ.get("PMQOS_TEST_LIBPMQOS",
                              os.path.join(os.path.dirname(os.environ.get("PMQOSD", "")), "..", "tests",
@@ -65,12 +55,13 @@ class TestLibrary(BrokerTestCase):
     def env(self):
         member = pwd.getpwnam(POLKIT_USERS["member"])
         plain = pwd.getpwnam(POLKIT_USERS["plain"])
-        return dict(self.bus.env, PMQOS_TEST_DEVICE=self.kernel.path, PMQOS_TEST_RUNTIME_DIR=self.daemon.runtime_dir,
+        return dict(self.bus.env, PMQOS_TEST_DEVICE=self.kernel.path, PMQOS_TEST_RUNTIME_DIR=self.bus.runtime_dir,
                     PMQOS_TEST_ROUNDS="1000" if TIME_SCALE == 1 else "100",
                     PMQOS_TEST_MEMBER_UID=str(member.pw_uid), PMQOS_TEST_MEMBER_GID=str(member.pw_gid),
                     PMQOS_TEST_PLAIN_UID=str(plain.pw_uid), PMQOS_TEST_PLAIN_GID=str(plain.pw_gid))
 
     def test_with_broker(self):
+        self.start_daemon()
         restarts = self.run_binary("broker", self.env(), supervise=True)
         self.assertEqual(restarts, 2)  # the two restart tests stopped it once each
 

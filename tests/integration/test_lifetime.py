@@ -7,18 +7,8 @@ import signal
 import subprocess
 import tempfile
 
-from harness import (
-    PATH,
-    PMQOSD,
-    QOS_IFACE,
-    UPOWER_PATH,
-    BrokerTestCase,
-    Daemon,
-    Kernel,
-    PrivateBus,
-    main,
-    wait_for,
-)
+from contract import BUS_NAME, PATH, QOS_IFACE, UPOWER_PATH
+from fixtures import BrokerTestCase, Daemon, Kernel, PMQOSD, PrivateBus, main, wait_for
 
 
 class TestClientLifetime(BrokerTestCase):
@@ -92,7 +82,7 @@ class TestClientLifetime(BrokerTestCase):
         watcher = self.client()
         for _ in range(20):
             c = self.bus.connect()
-            c.conn.call("org.freedesktop.PMQoS", PATH, QOS_IFACE, "RequestLatency",
+            c.conn.call(BUS_NAME, PATH, QOS_IFACE, "RequestLatency",
                         __import__("gi").repository.GLib.Variant("(sib)", ("cpu_dma", 10, False)),
                         None, 0, -1, None, None, None)
             c.conn.flush_sync(None)
@@ -118,10 +108,11 @@ class TestDaemonLifetime(BrokerTestCase):
         self.assertKernelReleased()
 
     def test_second_instance_refuses_to_start(self):
+        self.start_daemon()
         proc = subprocess.run([PMQOSD, "--device", self.kernel.path], env=self.bus.env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=10)
         self.assertNotEqual(proc.returncode, 0)
-        self.assertIn("org.freedesktop.PMQoS", proc.stdout)
+        self.assertIn(BUS_NAME, proc.stdout)
 
 
 class TestStartup(BrokerTestCase):
@@ -154,8 +145,7 @@ class TestStartup(BrokerTestCase):
 
     def test_bus_going_away_makes_it_exit_nonzero(self):
         d = Daemon(self.bus, self.kernel)
-        os.kill(self.bus.pid, signal.SIGKILL)
-        self.bus.pid = 0
+        self.bus.kill()
         d.proc.wait(timeout=10)
         self.assertNotEqual(d.proc.returncode, 0)
         self.assertIn("system bus", d.output())

@@ -9,22 +9,21 @@ import xml.etree.ElementTree as ET
 
 from gi.repository import GLib
 
-from harness import (
+from contract import (
+    ACCESS_DENIED,
+    INTROSPECTABLE,
+    INVALID,
     LATENCY_MAX,
     NATIVE_IFACE,
-    NOBODY,
+    NOT_SUPPORTED,
+    NO_SUCH_REQUEST,
     PATH,
+    PROPERTY_READ_ONLY,
+    PROPS,
     QOS_IFACE,
-    BrokerTestCase,
-    main,
-    wait_for,
 )
+from fixtures import BrokerTestCase, NOBODY, main, wait_for
 
-INVALID = "org.freedesktop.DBus.Error.InvalidArgs"
-NOT_SUPPORTED = "org.freedesktop.DBus.Error.NotSupported"
-ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
-NO_SUCH_REQUEST = "org.freedesktop.PMQoS.Error.NoSuchRequest"
-PROPS = "org.freedesktop.DBus.Properties"
 LIST_KEYS = {"cookie", "type", "value", "uid", "pid", "exec", "reason", "created", "persistent", "expires",
              "cpus", "sender"}
 
@@ -51,7 +50,7 @@ class NativeTestCase(BrokerTestCase):
 class TestNativeInterface(NativeTestCase):
     def test_introspection(self):
         c = self.client()
-        xml = c.call("Introspect", iface="org.freedesktop.DBus.Introspectable")[0]
+        xml = c.call("Introspect", iface=INTROSPECTABLE)[0]
         iface = [i for i in ET.fromstring(xml).findall("interface") if i.get("name") == NATIVE_IFACE][0]
         methods = {m.get("name"): [(a.get("name"), a.get("type"), a.get("direction") or "in")
                                    for a in m.findall("arg")] for m in iface.findall("method")}
@@ -212,7 +211,7 @@ class TestNativeInterface(NativeTestCase):
         name, _ = c.call_error("Set", "ssv", NATIVE_IFACE, "MinimumLatency", GLib.Variant("i", -9), iface=PROPS)
         self.assertEqual(name, INVALID)
         name, _ = c.call_error("Set", "ssv", NATIVE_IFACE, "RequestCount", GLib.Variant("u", 5), iface=PROPS)
-        self.assertEqual(name, "org.freedesktop.DBus.Error.PropertyReadOnly")
+        self.assertEqual(name, PROPERTY_READ_ONLY)
         self.assertEqual(self.prop(c, "MinimumLatency"), -1)
         nobody = self.peer(uid=NOBODY)
         r = nobody.call("Set", "ssv", NATIVE_IFACE, "MinimumLatency", {"__variant__": ["i", 5]}, iface=PROPS)

@@ -12,14 +12,16 @@ import signal
 import subprocess
 import time
 
-from harness import LATENCY_MAX, NOBODY, ROUNDS, BrokerTestCase, PrivateBus, cpu_hog, forge_signal, main, wait_for
+from contract import BUS_NAME, DBUS_IFACE, DBUS_NAME, DBUS_PATH, LATENCY_MAX, NATIVE_IFACE, PATH, QOS_IFACE
+from fixtures import BrokerTestCase, NOBODY, PMQOSCTL, PrivateBus, ROUNDS, cpu_hog, forge_signal, main, wait_for
 
-PMQOSCTL = os.environ.get("PMQOSCTL", os.path.join(os.path.dirname(os.environ.get("PMQOSD", "")), "..",
-                                                    "client-lib", "pmqosctl"))
 
 
 class CtlTestCase(BrokerTestCase):
     def ctl(self, *args, env=None, uid=None, check=None, timeout=30):
+        """pmqosctl ARGS; on this test's bus, the daemon running (BrokerTestCase.daemon)."""
+        if (env or self.bus.env).get("DBUS_SYSTEM_BUS_ADDRESS") == self.bus.address:
+            _ = self.daemon
         cmd = [PMQOSCTL, *args]
         if uid is not None:
             cmd = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups", *cmd]
@@ -114,7 +116,7 @@ class TestCommands(CtlTestCase):
 
         from_ctl = json.loads(self.ctl("status", "--json", check=0).stdout)
         c = self.client()
-        from_bus = c.call("Explain", None, iface="org.freedesktop.PMQoS")[0]
+        from_bus = c.call("Explain", None, iface=NATIVE_IFACE)[0]
         self.assertEqual(from_ctl, from_bus)  # the same dictionary, key for key
 
     def test_status_watch_residency(self):
@@ -140,10 +142,9 @@ class TestCommands(CtlTestCase):
         """A process that took the broker's name cannot make pmqosctl (libpmqos) take a key twice or
         an endless CPU list: the answer is refused whole, with a message and exit status 1."""
         from gi.repository import Gio, GLib
-        self.daemon.stop()
-        impostor = self.client()
-        impostor.call("RequestName", "su", "org.freedesktop.PMQoS", 0, path="/org/freedesktop/DBus",
-                      iface="org.freedesktop.DBus", dest="org.freedesktop.DBus")
+        impostor = self.client(start=False)
+        impostor.call("RequestName", "su", BUS_NAME, 0, path=DBUS_PATH,
+                      iface=DBUS_IFACE, dest=DBUS_NAME)
         node = Gio.DBusNodeInfo.new_for_xml(
             "<node><interface name='org.freedesktop.PMQoS'><method name='Explain'>"
             "<arg direction='out' type='a{sv}'/></method></interface></node>")
@@ -290,6 +291,7 @@ class TestHold(CtlTestCase):
         self.assertKernelReleased()
 
     def test_hold_releases_when_command_is_killed(self):
+        self.start_daemon()
         p = subprocess.Popen([PMQOSCTL, "hold", "35", "--", "sleep", "60"], env=self.bus.env)
         w = self.client()
         wait_for(lambda: [r[8] for r in w.requests()] == [35], what="the hold")
@@ -302,6 +304,7 @@ class TestHold(CtlTestCase):
         self.assertKernelReleased()
 
     def test_hold_releases_when_pmqosctl_is_killed(self):
+        self.start_daemon()
         p = subprocess.Popen([PMQOSCTL, "hold", "36"], env=self.bus.env, stderr=subprocess.PIPE, text=True)
         self.assertIn("Holding 36 µs", p.stderr.readline())
         self.assertKernelAtMost(36)
@@ -313,6 +316,7 @@ class TestHold(CtlTestCase):
         self.assertKernelReleased()
 
     def test_hold_without_command_until_sigterm(self):
+        self.start_daemon()
         p = subprocess.Popen([PMQOSCTL, "hold", "37", "--cpus", "0"], env=self.bus.env, stderr=subprocess.PIPE,
                              text=True)
         self.assertIn("Holding 37 µs", p.stderr.readline())
@@ -324,6 +328,7 @@ class TestHold(CtlTestCase):
         wait_for(lambda: w.requests() == [], what="release")
 
     def test_released_when_it_returns(self):
+        self.start_daemon()
         # A bound that outlives "pmqosctl hold" would spoil whatever runs next.
         with cpu_hog():
             for i in range(ROUNDS):
@@ -332,6 +337,7 @@ class TestHold(CtlTestCase):
                 self.assertEqual(got, self.kernel.baseline, "round %d: the kernel is at %d after hold" % (i, got))
 
     def test_released_when_interrupted(self):
+        self.start_daemon()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             p = subprocess.Popen([PMQOSCTL, "hold", "38"], env=self.bus.env, stderr=subprocess.PIPE, text=True)
             self.assertIn("Holding 38 µs", p.stderr.readline())
@@ -349,6 +355,7 @@ class TestHold(CtlTestCase):
 class TestMonitor(CtlTestCase):
     @contextlib.contextmanager
     def monitor(self):
+        self.start_daemon()
         p = subprocess.Popen([PMQOSCTL, "monitor"], env=self.bus.env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         try:
@@ -377,15 +384,15 @@ class TestMonitor(CtlTestCase):
         monitor by another user, are not reported (libpmqos checks the sender)."""
         with self.monitor() as p:
             w = self.client()
-            bus = "/org/freedesktop/DBus", "org.freedesktop.DBus"
+            bus = DBUS_PATH, DBUS_IFACE
             names = w.call("ListNames", path=bus[0], iface=bus[1], dest=bus[1])[0]
             [monitor] = [n for n in names if n.startswith(":") and w.call(
                 "GetConnectionUnixProcessID", "s", n, path=bus[0], iface=bus[1], dest=bus[1])[0] == p.pid]
-            forge_signal(self.bus, NOBODY, monitor, "/org/freedesktop/PMQoS", "org.freedesktop.UPower.QoS",
+            forge_signal(self.bus, NOBODY, monitor, PATH, QOS_IFACE,
                          "LatencyChanged", "si", "('cpu_dma', 1)")
-            forge_signal(self.bus, NOBODY, monitor, "/org/freedesktop/PMQoS", "org.freedesktop.UPower.QoS",
+            forge_signal(self.bus, NOBODY, monitor, PATH, QOS_IFACE,
                          "RequestsChanged", "", "()")
-            forge_signal(self.bus, NOBODY, monitor, "/org/freedesktop/DBus", "org.freedesktop.DBus",
+            forge_signal(self.bus, NOBODY, monitor, DBUS_PATH, DBUS_IFACE,
                          "NameOwnerChanged", "sss", "('org.freedesktop.PMQoS', '%s', '')" % monitor)
             c = self.client()
             c.request(50)

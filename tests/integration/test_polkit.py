@@ -11,24 +11,10 @@ import sys
 import time
 import unittest
 
-from harness import (
-    POLKIT_USERS,
-    POLKITD_PRESENT,
-    polkit_install,
-    polkit_uid,
-    polkit_uninstall,
-    NOBODY,
-    BrokerTestCase,
-    IS_ROOT,
-    TIME_SCALE,
-    main,
-    skip_notice,
-    wait_for,
-)
+from contract import ACCESS_DENIED, BUS_NAME, DBUS_IFACE, DBUS_NAME, DBUS_PATH, INTERACTIVE, LIMITS, PEER
+from fixtures import BrokerTestCase, IS_ROOT, NOBODY, TIME_SCALE, main, skip_notice, wait_for
+from hostenv import POLKITD_PRESENT, POLKIT_USERS, polkit_install, polkit_uid, polkit_uninstall
 
-ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
-INTERACTIVE = "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired"
-LIMITS = "org.freedesktop.DBus.Error.LimitsExceeded"
 
 def setUpModule():
     polkit_install()
@@ -287,7 +273,7 @@ class TestShutdownDuringCheck(PolkitTestCase):
 
 class TestPolkitDown(PolkitTestCase):
     def test_polkitd_stopped_and_restarted(self):
-        from harness import Polkitd
+        from fixtures import Polkitd
 
         root = self.client()
         member = self.peer_as("member")
@@ -313,15 +299,15 @@ class TestPolkitDown(PolkitTestCase):
 class TestBusPolicy(PolkitTestCase):
     def test_unprivileged_cannot_own_the_name(self):
         for p in (self.peer(uid=NOBODY), self.peer_as("member")):
-            r = p.call("RequestName", "su", "org.freedesktop.PMQoS", 0, dest="org.freedesktop.DBus",
-                       path="/org/freedesktop/DBus", iface="org.freedesktop.DBus")
+            r = p.call("RequestName", "su", BUS_NAME, 0, dest=DBUS_NAME,
+                       path=DBUS_PATH, iface=DBUS_IFACE)
             self.assertEqual(r[:2], ("error", ACCESS_DENIED), r)
 
     def test_undocumented_interface_is_not_reachable(self):
         p = self.peer(uid=NOBODY)
         r = p.call("Frobnicate", "", iface="org.example.Other")
         self.assertEqual(r[:2], ("error", ACCESS_DENIED), r)
-        self.assertEqual(p.call("Ping", "", iface="org.freedesktop.DBus.Peer"), ("ok", []))
+        self.assertEqual(p.call("Ping", "", iface=PEER), ("ok", []))
 
 
 if not IS_ROOT or not polkitd_present:

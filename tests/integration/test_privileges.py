@@ -11,24 +11,18 @@ import unittest
 
 from gi.repository import GLib
 
-from harness import (
+from contract import ACCESS_DENIED, NATIVE_IFACE
+from fixtures import BrokerTestCase, IS_ROOT, main, make_fake_sysfs, proc_status, read_cpu, skip_notice
+from hostenv import (
+    POLKITD_PRESENT,
+    POLKIT_USERS,
     pmqos_user_install,
     pmqos_user_uninstall,
-    proc_status,
-    POLKIT_USERS,
-    POLKITD_PRESENT,
     polkit_install,
     polkit_uid,
     polkit_uninstall,
-    IS_ROOT,
-    NATIVE_IFACE,
-    BrokerTestCase,
-    main,
-    skip_notice,
 )
-from test_cpus import make_fake_sysfs, read
 
-ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
 def setUpModule():
     if not IS_ROOT or not POLKITD_PRESENT:
         return
@@ -74,7 +68,7 @@ class TestUserSwitch(BrokerTestCase):
         self.assertEqual(plain.call("RequestLatency", "sib", "cpu_dma", 20, False)[:2], ("error", ACCESS_DENIED))
 
         root.call("Request", "sia{sv}", "cpu_dma", 25, {"cpus": GLib.Variant("au", [1])}, iface=NATIVE_IFACE)
-        self.assertEqual(read(self.sysfs, 1), "25")
+        self.assertEqual(read_cpu(self.sysfs, 1), "25")
 
         root.request(60, persistent=True)
         state = os.path.join(self.daemon.state_dir, "state")
@@ -82,7 +76,7 @@ class TestUserSwitch(BrokerTestCase):
         self.assertEqual(os.stat(self.daemon.state_dir).st_uid, pmqos.pw_uid)
 
         self.assertEqual(self.daemon.stop(), 0)
-        self.assertEqual(read(self.sysfs, 1), "100")  # restored without privilege too
+        self.assertEqual(read_cpu(self.sysfs, 1), "100")  # restored without privilege too
 
 
 if not IS_ROOT:

@@ -14,15 +14,8 @@ import tempfile
 
 from gi.repository import GLib
 
-from harness import (
-    NATIVE_IFACE,
-    PATH,
-    UPOWER_PATH,
-    BrokerTestCase,
-    PrivateBus,
-    main,
-    small_tmpfs,
-)
+from contract import NATIVE_IFACE, PATH, UPOWER_PATH
+from fixtures import BrokerTestCase, PrivateBus, main, small_tmpfs
 
 
 def listing(c):
@@ -146,7 +139,7 @@ class TestReadoption(RestartTestCase):
             other.stop()
 
     def start_daemon_on(self, bus, runtime_dir):
-        from harness import Daemon
+        from fixtures import Daemon
         return Daemon(bus, self.kernel, (), runtime_dir=runtime_dir)
 
     def test_damaged_record_moved_aside(self):
@@ -240,7 +233,7 @@ class TestStoredDescriptor(RestartTestCase):
                     "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1', LISTEN_FDNAMES=%r)\n"
                     "os.execvp(sys.argv[1], sys.argv[1:])\n" % (fd, name))
         os.chmod(wrapper, 0o755)
-        return self.start_daemon(state_dir=self.daemon.state_dir, pass_fds=(fd,), via=wrapper)
+        return self.start_daemon(state_dir=self.state_dir, pass_fds=(fd,), via=wrapper)
 
     def test_descriptor_taken_back(self):
         fd = os.open(self.kernel.path, os.O_RDWR | os.O_CLOEXEC)

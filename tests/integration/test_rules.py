@@ -11,19 +11,10 @@ import os
 import signal
 import subprocess
 
-from test_pmqosctl import PMQOSCTL
-from harness import (
-    NATIVE_IFACE,
-    NOBODY,
-    PMQOSD,
-    BrokerTestCase,
-    forge_signal,
-    main,
-    owner_of,
-)
+from contract import ACCESS_DENIED, BUS_NAME, NATIVE_IFACE, PROPS, QOS_IFACE
+from fixtures import BrokerTestCase, NOBODY, PMQOSCTL, PMQOSD, forge_signal, main, owner_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
 SYSTEMD_POLICY = """<policy user="root">
   <allow own="org.freedesktop.systemd1"/>
   <allow send_destination="org.freedesktop.systemd1"/>
@@ -137,7 +128,7 @@ class TestUnitStates(RulesTestCase):
         (r,) = self.held()
         for method, sig, args in (("CancelRequest", "u", (r["cookie"],)), ("Update", "ui", (r["cookie"], 5))):
             name, message = self.c.call_error(method, sig, *args,
-                                              iface=NATIVE_IFACE if method == "Update" else "org.freedesktop.UPower.QoS")
+                                              iface=NATIVE_IFACE if method == "Update" else QOS_IFACE)
             self.assertEqual(name, ACCESS_DENIED)
             self.assertIn("%s/db.conf" % self.rules_dir, message)
             self.assertIn("db.service", message)
@@ -159,8 +150,8 @@ class TestUnitStates(RulesTestCase):
     def test_forged_signals_change_nothing(self):
         self.systemd.say("state db.service active")
         self.held()
-        forge_signal(self.bus, NOBODY, owner_of(self.c, "org.freedesktop.PMQoS"), DB_PATH,
-                     "org.freedesktop.DBus.Properties", "PropertiesChanged", "sa{sv}as",
+        forge_signal(self.bus, NOBODY, owner_of(self.c, BUS_NAME), DB_PATH,
+                     PROPS, "PropertiesChanged", "sa{sv}as",
                      "('org.freedesktop.systemd1.Unit', {'ActiveState': <'inactive'>}, @as [])")
         self.assert_persists(lambda: len(self.rule_requests()) == 1, 0.3, what="the rule request")
 

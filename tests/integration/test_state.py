@@ -14,12 +14,8 @@ import time
 
 from gi.repository import GLib
 
-from harness import (
-    NATIVE_IFACE,
-    PMQOSD,
-    BrokerTestCase,
-    main,
-)
+from contract import NATIVE_IFACE, PROPS
+from fixtures import BrokerTestCase, PMQOSD, main
 
 
 class StateTestCase(BrokerTestCase):
@@ -56,7 +52,7 @@ class TestRestart(StateTestCase):
         self.assertEqual(self.persistent_view(w), before)
         self.assertEqual({r[0] for r in w.requests()}, {a, b})
         self.assertEqual(w.call("Get", "ss", NATIVE_IFACE, "MinimumLatency",
-                                iface="org.freedesktop.DBus.Properties")[0], 90)
+                                iface=PROPS)[0], 90)
         self.assertEqual(w.latency(), 90)  # max(min(120, 80), floor 90)
         self.assertKernelAtMost(90)
         for r in w.call("ListRequests", iface=NATIVE_IFACE)[0]:
@@ -170,6 +166,7 @@ class TestKillLoop(StateTestCase):
     ROUNDS = int(os.environ.get("PMQOS_KILL_ROUNDS", "200"))
 
     def test_acknowledged_state_is_never_lost(self):
+        self.start_daemon()
         rnd = random.Random(42)
         acked = {}       # cookie → value
         floor = -1
@@ -218,7 +215,7 @@ class TestKillLoop(StateTestCase):
             w = self.bus.connect()
             got = {r[0]: r[8] for r in w.requests()}
             got_floor = w.call("Get", "ss", NATIVE_IFACE, "MinimumLatency",
-                               iface="org.freedesktop.DBus.Properties")[0]
+                               iface=PROPS)[0]
             w.close()
             # Settle what was in flight: it either landed or it did not.
             if pending and pending[0] == "add":

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from harness import BrokerTestCase, main, pmqosd_has_asan, wait_for, rss_kib
+from fixtures import BrokerTestCase, main, pmqosd_has_asan, rss_kib, wait_for
 
 STRESS = os.environ.get("PMQOS_STRESS", os.path.join(os.path.dirname(os.environ.get("PMQOSD", "")), "..", "tests",
                                                       "stress", "pmqos-stress"))

@@ -15,19 +15,21 @@ import time
 
 from gi.repository import GLib
 
-from harness import (
+from contract import (
+    DBUS_IFACE,
+    DBUS_NAME,
+    DBUS_PATH,
+    INVALID,
     NATIVE_IFACE,
-    PMQOSD,
+    POLICY_FILE,
+    PROPS,
     QOS_IFACE,
-    SOURCE_ROOT,
+    UPOWER_BUS_NAME,
     UPOWER_PATH,
-    BrokerTestCase,
-    main,
-    wait_for,
 )
+from fixtures import BrokerTestCase, PMQOSD, SOURCE_ROOT, main, wait_for
 
 BUILD_ROOT = os.environ.get("PMQOS_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
-INVALID = "org.freedesktop.DBus.Error.InvalidArgs"
 
 
 def run(*cmd, **kw):
@@ -98,7 +100,7 @@ class TestInstall(BrokerTestCase):
 
     def test_policy_and_bus_files_validate(self):
         r = run("xmllint", "--noout", "--dtdvalid", "/usr/share/polkit-1/policyconfig-1.dtd",
-                os.path.join(SOURCE_ROOT, "policy", "org.freedesktop.pmqos.policy"))
+                os.path.join(SOURCE_ROOT, "policy", POLICY_FILE))
         self.assertEqual(r.returncode, 0, r.stderr)
         for f in ("org.freedesktop.PMQoS.conf", "org.freedesktop.UPower.QoS.xml", "org.freedesktop.PMQoS.xml"):
             r = run("xmllint", "--noout", os.path.join(SOURCE_ROOT, "dbus", f))
@@ -178,7 +180,7 @@ class TestDefaultFloor(ConfigTestCase):
     def test_admin_floor_over_default(self):
         c = self.client()
         c.request(100)
-        prop = lambda: c.call("Get", "ss", NATIVE_IFACE, "MinimumLatency", iface="org.freedesktop.DBus.Properties")[0]
+        prop = lambda: c.call("Get", "ss", NATIVE_IFACE, "MinimumLatency", iface=PROPS)[0]
         self.assertEqual(c.latency(), 300)
         self.assertEqual(prop(), 300)
         c.call("SetMinimumLatency", "si", "cpu_dma", 500)
@@ -258,22 +260,21 @@ class TestUPowerName(BrokerTestCase):
 
     def test_upower_era_clients_reach_pmqosd(self):
         c = self.client()
-        wait_for(lambda: c.name_has_owner("org.freedesktop.UPower"), timeout=30, what="pmqosd to own UPower's name")
+        wait_for(lambda: c.name_has_owner(UPOWER_BUS_NAME), timeout=30, what="pmqosd to own UPower's name")
         cookie = c.call("RequestLatency", "sib", "cpu_dma", 60, False, path=UPOWER_PATH, iface=QOS_IFACE,
-                        dest="org.freedesktop.UPower")[0]
+                        dest=UPOWER_BUS_NAME)[0]
         self.assertEqual(c.latency(), 60)
         self.assertEqual([r[0] for r in c.requests()], [cookie])
 
     def test_not_claimed_when_taken(self):
-        self.daemon.stop()
-        holder = self.client()
-        self.assertEqual(holder.call("RequestName", "su", "org.freedesktop.UPower", 4, path="/org/freedesktop/DBus",
-                                     iface="org.freedesktop.DBus", dest="org.freedesktop.DBus")[0], 1)
+        holder = self.client(start=False)
+        self.assertEqual(holder.call("RequestName", "su", UPOWER_BUS_NAME, 4, path=DBUS_PATH,
+                                     iface=DBUS_IFACE, dest=DBUS_NAME)[0], 1)
         self.start_daemon(("--upower-name",))
         wait_for(lambda: "Not claiming org.freedesktop.UPower" in self.daemon.output(), timeout=30,
                  what="pmqosd to leave UPower's name alone")
-        self.assertEqual(holder.call("GetNameOwner", "s", "org.freedesktop.UPower", path="/org/freedesktop/DBus",
-                                     iface="org.freedesktop.DBus", dest="org.freedesktop.DBus")[0], holder.name)
+        self.assertEqual(holder.call("GetNameOwner", "s", UPOWER_BUS_NAME, path=DBUS_PATH,
+                                     iface=DBUS_IFACE, dest=DBUS_NAME)[0], holder.name)
         self.assertEqual(holder.latency(), -1)  # pmqosd itself serves on
 
 

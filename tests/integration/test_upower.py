@@ -7,20 +7,20 @@ import os
 import time
 import xml.etree.ElementTree as ET
 
-from harness import (
+from contract import (
+    ACCESS_DENIED,
+    BUS_NAME,
+    INTROSPECTABLE,
+    INVALID,
     LATENCY_MAX,
-    NOBODY,
+    NOT_SUPPORTED,
+    NO_SUCH_REQUEST,
     PATH,
     QOS_IFACE,
     UPOWER_PATH,
-    BrokerTestCase,
-    main,
 )
+from fixtures import BrokerTestCase, NOBODY, main
 
-INVALID = "org.freedesktop.DBus.Error.InvalidArgs"
-NOT_SUPPORTED = "org.freedesktop.DBus.Error.NotSupported"
-ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
-NO_SUCH_REQUEST = "org.freedesktop.PMQoS.Error.NoSuchRequest"
 
 
 class TestIntrospection(BrokerTestCase):
@@ -35,7 +35,7 @@ class TestIntrospection(BrokerTestCase):
         }
         want_signals = {"LatencyChanged": [("type", "s"), ("value", "i")], "RequestsChanged": []}
         for path in (PATH, UPOWER_PATH):
-            xml = c.call("Introspect", path=path, iface="org.freedesktop.DBus.Introspectable")[0]
+            xml = c.call("Introspect", path=path, iface=INTROSPECTABLE)[0]
             iface = [i for i in ET.fromstring(xml).findall("interface") if i.get("name") == QOS_IFACE]
             self.assertEqual(len(iface), 1, path)
             methods = {}
@@ -175,7 +175,7 @@ class TestRequests(BrokerTestCase):
         # The type must be the request's; nothing changes otherwise.
         for bad in ("network", "cpu_wakeup_x", ""):
             name, message = c.call_error("CancelRequest", "su", bad, gone)
-            self.assertIn(name, (INVALID, "org.freedesktop.DBus.Error.NotSupported"), bad)
+            self.assertIn(name, (INVALID, NOT_SUPPORTED), bad)
             self.assertTrue(message.endswith("."))
         self.assertEqual(c.call_error("CancelRequest", "su", "cpu_dma", 12345)[0], NO_SUCH_REQUEST)
         self.assertEqual(len(c.requests()), 2)
@@ -189,7 +189,7 @@ class TestRequests(BrokerTestCase):
         self.assertEqual(c.requests(), [])
         self.assertKernelReleased()
         # Introspection still shows the current signature only.
-        node = ET.fromstring(c.call("Introspect", path=PATH, iface="org.freedesktop.DBus.Introspectable")[0])
+        node = ET.fromstring(c.call("Introspect", path=PATH, iface=INTROSPECTABLE)[0])
         method = node.find("./interface[@name='org.freedesktop.UPower.QoS']/method[@name='CancelRequest']")
         self.assertEqual([a.get("type") for a in method.findall("arg")], ["u"])
 
@@ -208,18 +208,19 @@ class TestRequests(BrokerTestCase):
         self.assertKernelReleased()
 
     def test_busctl_request_ends_with_its_connection(self):
+        self.start_daemon()
         # busctl closes its connection right after the reply: a non-persistent
         # request made that way is gone at once.
         import subprocess
 
         out = subprocess.run(
-            ["busctl", "call", "org.freedesktop.PMQoS", PATH, QOS_IFACE, "RequestLatency", "sib", "cpu_dma", "42",
+            ["busctl", "call", BUS_NAME, PATH, QOS_IFACE, "RequestLatency", "sib", "cpu_dma", "42",
              "false"],
             env=self.bus.env, check=True, stdout=subprocess.PIPE, text=True,
         ).stdout
         self.assertTrue(out.startswith("u "))
         c = self.client()
-        from harness import wait_for
+        from fixtures import wait_for
 
         wait_for(lambda: c.requests() == [], what="the busctl request to end")
         self.assertKernelReleased()

@@ -15,17 +15,9 @@ import tempfile
 
 from gi.repository import GLib
 
-from harness import (
-    LATENCY_MAX,
-    NATIVE_IFACE,
-    PATH,
-    UPOWER_PATH,
-    BrokerTestCase,
-    main,
-)
-from test_pmqosctl import PMQOSCTL
+from contract import INVALID, LATENCY_MAX, NATIVE_IFACE, PATH, UPOWER_PATH
+from fixtures import BrokerTestCase, PMQOSCTL, main
 
-INVALID = "org.freedesktop.DBus.Error.InvalidArgs"
 
 
 class WakeupTestCase(BrokerTestCase):

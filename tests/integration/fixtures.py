@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Shared harness for the integration tests: a private system bus, the real
-pmqosd on the real device (or a file when not root, said out loud), clients
-on the bus (in this process or as other users), signal capture, and kernel
-read-back."""
+"""The one fixtures module of the integration tests: a private system bus,
+the real pmqosd on the real device (or a file when not root, said out loud),
+polkitd, clients on the bus (in this process or as other users), signal
+capture, and kernel read-back. The names a test checks are in contract.py;
+the host side of authorization (users, polkit files) in hostenv.py; the TAP
+runner in tap.py (main() here runs it)."""
 
-import grp
 import json
 import os
-import pwd
 import shlex
 import shutil
 import signal
@@ -23,23 +23,30 @@ import gi
 gi.require_version("Gio", "2.0")
 from gi.repository import Gio, GLib  # noqa: E402
 
-BUS_NAME = "org.freedesktop.PMQoS"
-PATH = "/org/freedesktop/PMQoS"
-UPOWER_PATH = "/org/freedesktop/UPower/Policy"
-QOS_IFACE = "org.freedesktop.UPower.QoS"
-NATIVE_IFACE = "org.freedesktop.PMQoS"
-DEVICE = "/dev/cpu_dma_latency"
-LATENCY_MAX = 2000000000
+from contract import (  # noqa: E402
+    BUS_NAME,
+    BUS_POLICY_FILE,
+    DBUS_IFACE,
+    DBUS_NAME,
+    DBUS_PATH,
+    DEVICE,
+    LATENCY_MAX,
+    PATH,
+    PEER,
+    POLKIT_BUS_NAME,
+    QOS_IFACE,
+)
+from hostenv import IS_ROOT, POLKITD, SOURCE_ROOT  # noqa: E402
+import tap  # noqa: E402
+
+main = tap.main  # every suite ends with main()
+
 NOBODY = 65534
 
-SOURCE_ROOT = os.environ.get(
-    "PMQOS_SOURCE_ROOT", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-)
 PMQOSD = os.environ.get("PMQOSD", os.path.join(SOURCE_ROOT, "build", "daemon", "pmqosd"))
+PMQOSCTL = os.environ.get("PMQOSCTL", os.path.join(os.path.dirname(PMQOSD), "..", "client-lib", "pmqosctl"))
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer.py")
 ATTACKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attacker.py")
-
-IS_ROOT = os.geteuid() == 0
 
 # Bounds on how long pmqosd takes are about pmqosd, not about the checker it
 # may run under (PMQOSD_WRAPPER, e.g. valgrind, is 20-50 times slower): they
@@ -52,6 +59,7 @@ def pmqosd_has_asan():
     runs 2-4 times slower, and takes every freed block's memory anew."""
     ldd = subprocess.run(["ldd", PMQOSD], capture_output=True, text=True).stdout
     return "libasan" in ldd
+
 
 BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -120,17 +128,31 @@ def remote_error_name(e):
     return Gio.DBusError.get_remote_error(e) or ""
 
 
+# Which bus the suite runs on: PMQOS_TEST_BUS=dbus-broker (meson test --setup
+# dbus-broker) or dbus-daemon, the default. Where the two legitimately differ
+# (limits, quotas, error names for them) a test asks ON_BROKER and says why.
+BUS_KIND = os.environ.get("PMQOS_TEST_BUS", "dbus-daemon") or "dbus-daemon"
+if BUS_KIND not in ("dbus-daemon", "dbus-broker"):
+    raise SystemExit("PMQOS_TEST_BUS=%s: dbus-daemon or dbus-broker" % BUS_KIND)
+ON_BROKER = BUS_KIND == "dbus-broker"
+# The bench's launcher: dbus-broker-launch without systemd as PID 1.
+BROKER_RUN = os.path.join(SOURCE_ROOT, "tests", "bench", "dbus-broker-run")
+
+
 class PrivateBus:
-    """A dbus-daemon of type system on a socket in a world-traversable temp dir
-    (polkitd, which drops to its own user, must be able to reach it)."""
+    """A system bus (dbus-daemon, or dbus-broker: BUS_KIND) on a socket in a
+    world-traversable temp dir (polkitd, which drops to its own user, must be
+    able to reach it), with the project's bus policy."""
 
     def __init__(self, extra_config="", with_polkit=False):
         self.dir = tempfile.mkdtemp(prefix="pmqos-bus-")
         os.chmod(self.dir, 0o755)
         self.socket = os.path.join(self.dir, "bus")
+        # One runtime directory per bus, as /run/pmqos is one per boot: restarts on it re-adopt.
+        self.runtime_dir = os.path.join(self.dir, "run")
         policy_dir = os.path.join(self.dir, "system.d")
         os.mkdir(policy_dir)
-        shutil.copy(os.path.join(SOURCE_ROOT, "dbus", "org.freedesktop.PMQoS.conf"), policy_dir)
+        shutil.copy(os.path.join(SOURCE_ROOT, "dbus", BUS_POLICY_FILE), policy_dir)
         if with_polkit:
             shutil.copy("/usr/share/dbus-1/system.d/org.freedesktop.PolicyKit1.conf", policy_dir)
         # Peers may run as other users: give them a copy they can read whatever
@@ -140,7 +162,15 @@ class PrivateBus:
         config = os.path.join(self.dir, "bus.conf")
         with open(config, "w") as f:
             f.write(BUS_CONFIG.format(socket=self.socket, policy_dir=policy_dir, extra=extra_config))
-        self.log_path = os.path.join(self.dir, "dbus-daemon.log")
+        self.log_path = os.path.join(self.dir, "%s.log" % BUS_KIND)
+        self.launcher = 0
+        if ON_BROKER:
+            self._start_broker(config)
+        else:
+            self._start_dbus_daemon(config)
+        self.env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.address)
+
+    def _start_dbus_daemon(self, config):
         with open(self.log_path, "w") as log:
             out = subprocess.run(
                 ["dbus-daemon", "--config-file=" + config, "--fork", "--print-address=1", "--print-pid=1"],
@@ -150,7 +180,24 @@ class PrivateBus:
                 text=True,
             ).stdout.split()
         self.address, self.pid = out[0], int(out[1])
-        self.env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.address)
+
+    def _start_broker(self, config):
+        if not IS_ROOT:
+            # Its launcher logs only to the journal: dbus-broker-run gives it a
+            # stand-in in a mount namespace of its own, which takes root here.
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise unittest.SkipTest("dbus-broker: its launcher needs a mount namespace of its own (root)")
+        with open(self.log_path, "w") as log:
+            out = subprocess.run(["sh", BROKER_RUN, config, self.socket], stdout=subprocess.PIPE, stderr=log,
+                                 check=True, text=True, timeout=60).stdout.split()
+        # The launcher leads a process group: the broker, the journal stand-in.
+        self.launcher, self.pid = int(out[0]), int(out[1])
+        self.address = "unix:path=" + self.socket
+
+    def kill(self):
+        """The bus dies at once (SIGKILL), as in a crash: every peer loses it."""
+        os.kill(self.pid, signal.SIGKILL)
+        self.pid = 0
 
     def stop(self):
         if self.pid:
@@ -159,6 +206,12 @@ class PrivateBus:
             except ProcessLookupError:
                 pass
             self.pid = 0
+        if self.launcher:
+            try:
+                os.killpg(self.launcher, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            self.launcher = 0
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def connect(self):
@@ -169,7 +222,7 @@ class Polkitd:
     """The real polkitd on the private bus. As root it reads actions from
     /usr/share/polkit-1/actions and rules from /etc/polkit-1/rules.d."""
 
-    BINARY = "/usr/lib/polkit-1/polkitd"
+    BINARY = POLKITD
 
     def __init__(self, bus):
         self.bus = bus
@@ -179,7 +232,7 @@ class Polkitd:
                                      stderr=subprocess.STDOUT)
         probe = bus.connect()
         try:
-            wait_for(lambda: self.proc.poll() is not None or probe.name_has_owner("org.freedesktop.PolicyKit1"),
+            wait_for(lambda: self.proc.poll() is not None or probe.name_has_owner(POLKIT_BUS_NAME),
                      timeout=10, what="polkitd to own its name")
         finally:
             probe.close()
@@ -239,8 +292,7 @@ class Daemon:
         self.bus = bus
         # A state directory of our own lives inside the bus's temp dir, removed with it.
         self.state_dir = state_dir or os.path.join(bus.dir, "state-%d" % time.monotonic_ns())
-        # One runtime directory per bus, as /run/pmqos is one per boot: restarts on it re-adopt.
-        self.runtime_dir = runtime_dir or os.path.join(bus.dir, "run")
+        self.runtime_dir = runtime_dir or bus.runtime_dir
         self.log_path = os.path.join(bus.dir, "pmqosd-%d.log" % time.monotonic_ns())
         self.log = open(self.log_path, "w")
         # PMQOSD_WRAPPER runs the daemon under a checker, e.g. valgrind (see .ci/run).
@@ -325,8 +377,7 @@ class Client:
 
     def name_has_owner(self, name):
         return self.call(
-            "NameHasOwner", "s", name, path="/org/freedesktop/DBus", iface="org.freedesktop.DBus",
-            dest="org.freedesktop.DBus",
+            "NameHasOwner", "s", name, path=DBUS_PATH, iface=DBUS_IFACE, dest=DBUS_NAME,
         )[0]
 
     def request(self, value, persistent=False):
@@ -367,7 +418,7 @@ class Client:
     def take_signals(self, settle=0.2):
         """All signals received so far, after a quiet settle period."""
         # A round trip to pmqosd orders every signal it sent before it.
-        self.call("Ping", path=PATH, iface="org.freedesktop.DBus.Peer")
+        self.call("Ping", path=PATH, iface=PEER)
         self.pump(settle)
         got, self.signals = self.signals, []
         return got
@@ -446,118 +497,6 @@ class Peer:
             self.proc.stdout.close()
 
 
-# ---- polkit's users and files, for the modules that test authorization ----
-
-ACTIONS_DIR = "/usr/share/polkit-1/actions"
-RULES_DIR = "/etc/polkit-1/rules.d"
-POLICY_DEST = os.path.join(ACTIONS_DIR, "org.freedesktop.pmqos.policy")
-RULES_DEST = os.path.join(RULES_DIR, "50-pmqos-under-test.rules")
-TEST_RULES_DEST = os.path.join(RULES_DIR, "10-pmqos-test.rules")
-
-GROUP = "pmqos"
-POLKIT_USERS = {
-    "plain": "pmqos-t-plain",    # no session, no group
-    "member": "pmqos-t-member",  # in group pmqos
-    "member2": "pmqos-t-member2",
-    "floor": "pmqos-t-floor",    # a test rule grants it the floor
-    "slow": "pmqos-t-slow",      # a test rule answers AUTH_ADMIN for it
-    "once": "pmqos-t-once",      # a test rule grants it the floor once, slowly
-}
-TEST_RULES = """// Installed by pmqos's test suite for one run, removed after.
-var pmqosOnceChecks = 0;
-polkit.addRule(function(action, subject) {
-    if (subject.user == "%(floor)s" && action.id == "org.freedesktop.pmqos.set-minimum-latency")
-        return polkit.Result.YES;
-    // Yes to its first check only, which takes a second: identical calls
-    // asked meanwhile get that answer only if pmqosd shares it.
-    if (subject.user == "%(once)s" && action.id == "org.freedesktop.pmqos.set-minimum-latency") {
-        if (pmqosOnceChecks++ > 0)
-            return polkit.Result.NO;
-        polkit.spawn(["/bin/sleep", "1"]);
-        return polkit.Result.YES;
-    }
-    if (subject.user == "%(slow)s" && action.id == "org.freedesktop.pmqos.request-latency")
-        return polkit.Result.AUTH_ADMIN;
-});
-""" % POLKIT_USERS
-
-created_group = False
-created_users = list(POLKIT_USERS.values())
-installed = []
-POLKITD_PRESENT = os.path.exists("/usr/lib/polkit-1/polkitd")
-
-
-def polkit_install():
-    """Users pmqos-t-* (members of group pmqos, or not), the project's policy
-    and rules and a test rule, for a module's run (root only)."""
-    global created_group
-    if not IS_ROOT or not POLKITD_PRESENT:
-        return
-    if not os.path.isdir(RULES_DIR):
-        os.makedirs(RULES_DIR)
-    try:
-        grp.getgrnam(GROUP)
-    except KeyError:
-        subprocess.run(["groupadd", "--system", GROUP], check=True)
-        created_group = True
-    for key, user in POLKIT_USERS.items():
-        # These names are the suite's own: start from a known state.
-        subprocess.run(["userdel", user], check=False, stderr=subprocess.DEVNULL)
-        if True:
-            cmd = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group"]
-            if key.startswith("member"):
-                cmd += ["--groups", GROUP]
-            subprocess.run(cmd + [user], check=True)
-    shutil.copy(os.path.join(SOURCE_ROOT, "policy", "org.freedesktop.pmqos.policy"), POLICY_DEST)
-    installed.append(POLICY_DEST)
-    shutil.copy(os.path.join(SOURCE_ROOT, "policy", "org.freedesktop.pmqos.rules"), RULES_DEST)
-    installed.append(RULES_DEST)
-    with open(TEST_RULES_DEST, "w") as f:
-        f.write(TEST_RULES)
-    installed.append(TEST_RULES_DEST)
-
-
-def polkit_uninstall():
-    for path in installed:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-    for user in created_users:
-        subprocess.run(["userdel", user], check=False)
-    if created_group:
-        subprocess.run(["groupdel", GROUP], check=False)
-
-
-def polkit_uid(key):
-    return pwd.getpwnam(POLKIT_USERS[key]).pw_uid
-
-
-created_pmqos_user = False
-
-
-def pmqos_user_install():
-    """The user the shipped unit runs pmqosd as. Call it before any bus
-    starts: dbus-daemon resolves the policy's user="pmqos" when it reads it."""
-    global created_pmqos_user
-    if not IS_ROOT:
-        return
-    try:
-        pwd.getpwnam("pmqos")
-    except KeyError:
-        group = ["-g", "pmqos"] if "pmqos" in [g.gr_name for g in grp.getgrall()] else ["--user-group"]
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", *group, "pmqos"],
-                       check=True)
-        created_pmqos_user = True
-
-
-def pmqos_user_uninstall():
-    global created_pmqos_user
-    if created_pmqos_user:
-        subprocess.run(["userdel", "pmqos"], check=False)
-        created_pmqos_user = False
-
-
 FORGE_SIGNAL = """
 import json, sys
 from gi.repository import Gio, GLib
@@ -579,8 +518,31 @@ def forge_signal(bus, uid, destination, path, iface, member, signature, text):
 
 
 def owner_of(client, name):
-    return client.call("GetNameOwner", "s", name, path="/org/freedesktop/DBus", iface="org.freedesktop.DBus",
-                       dest="org.freedesktop.DBus")[0]
+    return client.call("GetNameOwner", "s", name, path=DBUS_PATH, iface=DBUS_IFACE, dest=DBUS_NAME)[0]
+
+
+def cpu_file(root, cpu):
+    """A CPU's pm_qos_resume_latency_us under a sysfs root (the real /sys or a fake)."""
+    return os.path.join(root, "devices/system/cpu/cpu%d/power/pm_qos_resume_latency_us" % cpu)
+
+
+def read_cpu(root, cpu):
+    with open(cpu_file(root, cpu)) as f:
+        return f.read().strip()
+
+
+def make_fake_sysfs(originals, offline=()):
+    """A fake sysfs tree with these CPUs' resume latencies ({cpu: "value"}), the
+    offline ones said so; the caller removes it."""
+    root = tempfile.mkdtemp(prefix="pmqos-sysfs-")
+    for cpu, value in originals.items():
+        os.makedirs(os.path.dirname(cpu_file(root, cpu)))
+        with open(cpu_file(root, cpu), "w") as f:
+            f.write(value + "\n")
+        if cpu > 0:
+            with open(os.path.join(root, "devices/system/cpu/cpu%d/online" % cpu), "w") as f:
+                f.write("0\n" if cpu in offline else "1\n")
+    return root
 
 
 class cpu_hog:
@@ -611,12 +573,30 @@ def proc_status(pid):
     return fields
 
 
+def strace(pid, syscalls, out, follow=False):
+    """strace tracing syscalls of pid into the file out, returned once it is
+    attached (the kernel's TracerPid says so; the tracee is held until strace
+    traces it, so nothing after the return is missed). SIGINT ends it."""
+    cmd = ["strace", *(["-f"] if follow else []), "-qq", "-e", "trace=" + syscalls, "-o", out, "-p", str(pid)]
+    tracer = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
+    wait_for(lambda: tracer.poll() is not None or proc_status(pid)["TracerPid"] != "0", timeout=10,
+             what="strace to attach to %d" % pid)
+    if tracer.poll() is not None:
+        raise AssertionError("strace -p %d exited with %d" % (pid, tracer.returncode))
+    return tracer
+
+
 def rss_kib(pid):
     return int(proc_status(pid)["VmRSS"].split()[0])
 
 
 class BrokerTestCase(unittest.TestCase):
-    """Each test gets a fresh bus and daemon; the device is restored after."""
+    """Each test gets a fresh bus and the device, restored after; and the
+    daemon it needs, started when it needs it: by start_daemon(args, ...) when
+    the test says which, else the class's (daemon_args) the first time the test
+    reaches for it (self.daemon, self.client(), self.peer()). setUp starts no
+    daemon, so a test that needs another or none pays for no default one.
+    with_polkit: polkitd runs on the bus from before the first daemon."""
 
     daemon_args = ()
     with_polkit = False
@@ -627,28 +607,54 @@ class BrokerTestCase(unittest.TestCase):
         # Cleanups run even when setUp fails half-way, so no bus or daemon leaks.
         self.clients = []
         self.peers = []
+        self._daemon = None
+        self._polkit = None
         self.kernel = (self.kernel_class or Kernel)()
         self.addCleanup(self._release_kernel)
         self.bus = PrivateBus(extra_config=self.bus_extra_config, with_polkit=self.with_polkit)
         self.addCleanup(lambda: self.bus.stop())
-        self.polkit = None
-        if self.with_polkit:
-            self.polkit = Polkitd(self.bus)
-            self.addCleanup(lambda: self.polkit and self.polkit.stop())
-        self.daemon = None
-        self.start_daemon()
+        self.addCleanup(lambda: self._polkit and self._polkit.stop())
         self.addCleanup(self._stop_daemon)
         self.addCleanup(self._close_clients)
+
+    @property
+    def polkit(self):
+        """The polkitd of this test's bus (with_polkit), started on first use."""
+        if self._polkit is None and self.with_polkit:
+            self._polkit = Polkitd(self.bus)
+        return self._polkit
+
+    @polkit.setter
+    def polkit(self, value):
+        self._polkit = value
+
+    @property
+    def daemon(self):
+        """The running daemon; the class's own, started now, if the test started none."""
+        if self._daemon is None:
+            self.start_daemon()
+        return self._daemon
+
+    @daemon.setter
+    def daemon(self, value):
+        self._daemon = value
+
+    @property
+    def state_dir(self):
+        """The running daemon's state directory, None before the first: a
+        restart passes it on (state_dir=self.state_dir) to keep the state."""
+        return self._daemon.state_dir if self._daemon else None
 
     def start_daemon(self, args=None, env=None, state_dir=None, device=None, runtime_dir=None, pass_fds=(), via=None):
         """The daemon this test needs (the class's daemon_args by default, on
         the test's kernel device unless device says otherwise), in place of the
         one running, which is stopped first if it still runs."""
-        if getattr(self, "daemon", None) is not None:
-            self.daemon.stop()
-        self.daemon = Daemon(self.bus, self.kernel, self.daemon_args if args is None else args, state_dir=state_dir,
-                             env=env, device=device, runtime_dir=runtime_dir, pass_fds=pass_fds, via=via)
-        return self.daemon
+        if self._daemon is not None:
+            self._daemon.stop()
+        _ = self.polkit  # with_polkit: polkitd answers before pmqosd asks
+        self._daemon = Daemon(self.bus, self.kernel, self.daemon_args if args is None else args, state_dir=state_dir,
+                              env=env, device=device, runtime_dir=runtime_dir, pass_fds=pass_fds, via=via)
+        return self._daemon
 
     def assert_eventually(self, predicate, timeout=5.0, what="condition"):
         """Waits for an event the test cannot subscribe to (bounded)."""
@@ -668,9 +674,11 @@ class BrokerTestCase(unittest.TestCase):
             p.close()
 
     def _stop_daemon(self):
-        code = self.daemon.stop()
+        if self._daemon is None:
+            return
+        code = self._daemon.stop()
         if code != 0 or self._outcome_failed():
-            sys.stderr.write(self.daemon.output())
+            sys.stderr.write(self._daemon.output())
         self.assertEqual(code, 0, "pmqosd did not exit cleanly on SIGTERM")
 
     def _release_kernel(self):
@@ -685,12 +693,18 @@ class BrokerTestCase(unittest.TestCase):
             getattr(getattr(result, "result", None), "failures", [])
         return any(test is self for test, _ in errors)
 
-    def client(self):
+    def client(self, start=True):
+        """A connection to the bus, the daemon running (see daemon) unless
+        start=False: a test that needs the bus without pmqosd, or before it."""
+        if start:
+            _ = self.daemon
         c = self.bus.connect()
         self.clients.append(c)
         return c
 
     def peer(self, uid=None, gid=None):
+        """A client in another process, maybe another user; the daemon running."""
+        _ = self.daemon
         p = Peer(self.bus, uid, gid)
         self.peers.append(p)
         return p
@@ -704,57 +718,3 @@ class BrokerTestCase(unittest.TestCase):
 
     def assertKernelReleased(self):
         wait_for(self.kernel.released, timeout=2, what="the kernel value to return to %d" % self.kernel.baseline)
-
-
-class TapResult(unittest.TextTestResult):
-    """unittest's report on stderr, and TAP on stdout, so that meson (protocol
-    'tap') lists every test case as its own result and a red run names the
-    case. A skip is also said on a SKIP: line: never silent."""
-
-    def __init__(self, stream, descriptions, verbosity):
-        super().__init__(stream, descriptions, verbosity)
-        self.tap_count = 0
-
-    def tap(self, ok, test, note=""):
-        self.tap_count += 1
-        sys.stdout.write("%s %d - %s%s\n" % ("ok" if ok else "not ok", self.tap_count, test.id(), note))
-        sys.stdout.flush()
-
-    def addSuccess(self, test):
-        super().addSuccess(test)
-        self.tap(True, test)
-
-    def addFailure(self, test, err):
-        super().addFailure(test, err)
-        self.tap(False, test)
-
-    def addError(self, test, err):
-        super().addError(test, err)
-        self.tap(False, test)
-
-    def addSkip(self, test, reason):
-        super().addSkip(test, reason)
-        sys.stderr.write("SKIP: %s (%s)\n" % (test.id(), reason))
-        self.tap(True, test, " # SKIP %s" % reason)
-
-    def addSubTest(self, test, subtest, err):
-        super().addSubTest(test, subtest, err)
-        if err is not None:
-            self.tap(False, subtest)
-
-    def addExpectedFailure(self, test, err):
-        super().addExpectedFailure(test, err)
-        self.tap(True, test, " # TODO expected failure")
-
-    def addUnexpectedSuccess(self, test):
-        super().addUnexpectedSuccess(test)
-        self.tap(False, test)
-
-
-def main():
-    """Runs the module's tests: the report on stderr, TAP on stdout."""
-    runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2, resultclass=TapResult)
-    program = unittest.main(testRunner=runner, exit=False)
-    result = program.result
-    sys.stdout.write("1..%d\n" % result.tap_count)
-    sys.exit(0 if result.wasSuccessful() else 1)

@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The host side of the authorization tests: polkit's users, the project's
+policy and rules, a test rule, and the user pmqosd drops to (root only)."""
+
+import grp
+import os
+import pwd
+import shutil
+import subprocess
+
+from contract import ACTION_REQUEST, ACTION_SET_MINIMUM, POLICY_FILE, RULES_FILE
+
+SOURCE_ROOT = os.environ.get(
+    "PMQOS_SOURCE_ROOT", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+)
+IS_ROOT = os.geteuid() == 0
+
+# ---- polkit's users and files, for the modules that test authorization ----
+
+ACTIONS_DIR = "/usr/share/polkit-1/actions"
+RULES_DIR = "/etc/polkit-1/rules.d"
+POLICY_DEST = os.path.join(ACTIONS_DIR, POLICY_FILE)
+RULES_DEST = os.path.join(RULES_DIR, "50-pmqos-under-test.rules")
+TEST_RULES_DEST = os.path.join(RULES_DIR, "10-pmqos-test.rules")
+
+GROUP = "pmqos"
+POLKIT_USERS = {
+    "plain": "pmqos-t-plain",    # no session, no group
+    "member": "pmqos-t-member",  # in group pmqos
+    "member2": "pmqos-t-member2",
+    "floor": "pmqos-t-floor",    # a test rule grants it the floor
+    "slow": "pmqos-t-slow",      # a test rule answers AUTH_ADMIN for it
+    "once": "pmqos-t-once",      # a test rule grants it the floor once, slowly
+}
+TEST_RULES = """// Installed by pmqos's test suite for one run, removed after.
+var pmqosOnceChecks = 0;
+polkit.addRule(function(action, subject) {
+    if (subject.user == "%(floor)s" && action.id == "%(set_minimum)s")
+        return polkit.Result.YES;
+    // Yes to its first check only, which takes a second: identical calls
+    // asked meanwhile get that answer only if pmqosd shares it.
+    if (subject.user == "%(once)s" && action.id == "%(set_minimum)s") {
+        if (pmqosOnceChecks++ > 0)
+            return polkit.Result.NO;
+        polkit.spawn(["/bin/sleep", "1"]);
+        return polkit.Result.YES;
+    }
+    if (subject.user == "%(slow)s" && action.id == "%(request)s")
+        return polkit.Result.AUTH_ADMIN;
+});
+""" % dict(POLKIT_USERS, set_minimum=ACTION_SET_MINIMUM, request=ACTION_REQUEST)
+
+created_group = False
+created_users = list(POLKIT_USERS.values())
+installed = []
+POLKITD = "/usr/lib/polkit-1/polkitd"
+POLKITD_PRESENT = os.path.exists(POLKITD)
+
+
+def polkit_install():
+    """Users pmqos-t-* (members of group pmqos, or not), the project's policy
+    and rules and a test rule, for a module's run (root only)."""
+    global created_group
+    if not IS_ROOT or not POLKITD_PRESENT:
+        return
+    if not os.path.isdir(RULES_DIR):
+        os.makedirs(RULES_DIR)
+    try:
+        grp.getgrnam(GROUP)
+    except KeyError:
+        subprocess.run(["groupadd", "--system", GROUP], check=True)
+        created_group = True
+    for key, user in POLKIT_USERS.items():
+        # These names are the suite's own: start from a known state.
+        subprocess.run(["userdel", user], check=False, stderr=subprocess.DEVNULL)
+        if True:
+            cmd = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group"]
+            if key.startswith("member"):
+                cmd += ["--groups", GROUP]
+            subprocess.run(cmd + [user], check=True)
+    shutil.copy(os.path.join(SOURCE_ROOT, "policy", POLICY_FILE), POLICY_DEST)
+    installed.append(POLICY_DEST)
+    shutil.copy(os.path.join(SOURCE_ROOT, "policy", RULES_FILE), RULES_DEST)
+    installed.append(RULES_DEST)
+    with open(TEST_RULES_DEST, "w") as f:
+        f.write(TEST_RULES)
+    installed.append(TEST_RULES_DEST)
+
+
+def polkit_uninstall():
+    for path in installed:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    for user in created_users:
+        subprocess.run(["userdel", user], check=False)
+    if created_group:
+        subprocess.run(["groupdel", GROUP], check=False)
+
+
+def polkit_uid(key):
+    return pwd.getpwnam(POLKIT_USERS[key]).pw_uid
+
+
+created_pmqos_user = False
+
+
+def pmqos_user_install():
+    """The user the shipped unit runs pmqosd as. Call it before any bus
+    starts: dbus-daemon resolves the policy's user="pmqos" when it reads it."""
+    global created_pmqos_user
+    if not IS_ROOT:
+        return
+    try:
+        pwd.getpwnam("pmqos")
+    except KeyError:
+        group = ["-g", "pmqos"] if "pmqos" in [g.gr_name for g in grp.getgrall()] else ["--user-group"]
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", *group, "pmqos"],
+                       check=True)
+        created_pmqos_user = True
+
+
+def pmqos_user_uninstall():
+    global created_pmqos_user
+    if created_pmqos_user:
+        subprocess.run(["userdel", "pmqos"], check=False)
+        created_pmqos_user = False
+
+
