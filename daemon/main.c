@@ -6,12 +6,14 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <pwd.h>
 #include <sys/prctl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -362,7 +364,16 @@ static int drop_privileges(const struct passwd *pw, const char *state_dir, Runti
                 log_error("Cannot switch to user %s: %s", pw->pw_name, strerror(errno));
                 return -errno;
         }
-        /* A uid change from 0 clears every capability; make sure none can come back. */
+        /* A uid change from 0 clears the effective, permitted and ambient sets,
+         * not the inheritable one, which systemd 257 fills with the bounding
+         * set (252 left it empty): empty it too. */
+        struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct none[2] = { { 0 } };
+        if (syscall(SYS_capset, &header, none) < 0) {
+                log_error("Cannot clear the inheritable capabilities: %s", strerror(errno));
+                return -errno;
+        }
+        /* Make sure no capability can come back. */
         (void) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
         if (pw->pw_uid != 0 && setresuid(0, 0, 0) == 0) {
                 log_error("Still able to become root after switching to %s; refusing to run.", pw->pw_name);

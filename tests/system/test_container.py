@@ -215,7 +215,8 @@ class TestExplainAndAudit(SystemTestCase):
         helper = int(self.c.sh("pgrep -x -P %d pmqosd-holders" % pid, check=True).stdout.split()[0])
         f = self.host_status(helper)
         keep = (1 << CAP_SYS_PTRACE) | (1 << CAP_DAC_READ_SEARCH)
-        self.assertEqual([int(f[k], 16) for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb")], [keep, keep, keep, 0])
+        self.assertEqual([int(f[k], 16) for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb", "CapInh")],
+                         [keep, keep, keep, 0, 0])
         self.assertEqual(f["Uid"].split(), [self.c.sh("id -u pmqos").stdout.strip()] * 4)
         self.assertEqual(f["NoNewPrivs"], "1")
         self.c.sh("systemd-run --unit=pmqos-holder /usr/bin/python3 -c '%s'" % DEVICE_HOLDER.replace("'", '"'),
