@@ -331,8 +331,8 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
         if (load_rules(o, &rules) < 0)
                 log_error("Keeping the previous unit rules.");
         else {
-                (void) manager_set_rules(ctx->manager, &rules);
-                log_info("Reloaded %zu unit rule(s).", ctx->manager->n_rule_watches);
+                (void) unit_rules_set(&ctx->manager->rules, &rules);
+                log_info("Reloaded %zu unit rule(s).", ctx->manager->rules.n_watches);
         }
         (void) sd_notify(false, "READY=1");
         return 0;
@@ -452,8 +452,8 @@ static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **r
                 else
                         log_info("Also serving %s for UPower-era clients.", PMQOS_UPOWER_BUS_NAME);
         }
-        (void) manager_watch_battery(m); /* logs; without it the battery floor just never applies */
-        (void) manager_watch_rules(m);   /* logs; without systemd the unit rules are inactive */
+        (void) battery_watch(&m->battery, bus); /* logs; without it the battery floor just never applies */
+        (void) unit_rules_watch(&m->rules);     /* logs; without systemd the unit rules are inactive */
         *ret = TAKE_PTR(bus);
         return 0;
 }
@@ -622,7 +622,7 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return 1; /* manager_new said why */
         store_device_fd(m, &o.config.core);
-        if (manager_set_rules(m, &rules) < 0)
+        if (unit_rules_set(&m->rules, &rules) < 0)
                 return 1;
 
         /* Then, optionally, nothing of root at all; the bus sees who we really are. */
@@ -634,14 +634,14 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return 1; /* connect_bus said why */
         /* What differs from the previous run, now that subscribers can hear it. */
-        manager_publish(m, &startup);
+        publish(&m->pub, &startup);
 
         ReloadContext reload = { .options = &o, .manager = m };
         (void) sd_event_add_signal(event, NULL, SIGHUP, on_sighup, &reload);
 
         log_info("Serving %s on %s.", PMQOS_BUS_NAME, o.config.core.device);
         /* State is loaded and the name is ours: clients can be served. */
-        manager_notify_status(m);
+        publish_status(&m->pub);
         (void) sd_notify(false, "READY=1");
         r = sd_event_loop(event);
         (void) sd_notify(false, "STOPPING=1");

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/clock.h"
 #include "util/log.h"
 
 /* A long timeout outlives its caller as persistence does: it needs what persistence needs. */
@@ -90,7 +91,7 @@ int action_request(Manager *m, sd_bus_message *message, const NewRequest *nr, sd
                 return kernel_refused(m, r, error);
         /* 5. Reply, then signals. */
         r = sd_bus_reply_method_return(message, "u", cookie);
-        manager_publish(m, &changes);
+        publish(&m->pub, &changes);
         return r;
 }
 
@@ -122,7 +123,7 @@ static int change_request(Manager *m, sd_bus_message *message, uint32_t cookie, 
         Request *req = store_get(&m->core.store, cookie);
         if (!req)
                 return sd_bus_error_set(error, PMQOS_ERROR_NO_SUCH_REQUEST, "No latency request has this cookie.");
-        const Rule *rule = manager_rule_of(m, req);
+        const Rule *rule = unit_rules_rule_of(&m->rules, req);
         if (rule)
                 /* Not even root: the rule would only take it again. */
                 return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
@@ -137,7 +138,7 @@ static int change_request(Manager *m, sd_bus_message *message, uint32_t cookie, 
         if (r < 0)
                 return kernel_refused(m, r, error);
         r = sd_bus_reply_method_return(message, NULL);
-        manager_publish(m, &changes);
+        publish(&m->pub, &changes);
         return r;
 }
 
@@ -165,6 +166,6 @@ int action_set_floor(Manager *m, sd_bus_message *message, int32_t value, sd_bus_
         if (r < 0)
                 return kernel_refused(m, r, error);
         r = sd_bus_reply_method_return(message, NULL);
-        manager_publish(m, &changes);
+        publish(&m->pub, &changes);
         return r;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <systemd/sd-id128.h>
 
+#include "util/clock.h"
 #include "util/log.h"
 #include "bus/manager.h"
 #include "util/macro.h"
@@ -115,7 +116,7 @@ int manager_start(Manager *m, ChangeSet *ret_changes) {
         hashmap_clear(&by_sender);
 
         /* 3. The unit rules whose units run, in the same first write. */
-        manager_rules_prime(m);
+        unit_rules_prime(&m->rules);
 
         /* 4. One transaction: adopted, detached or dropped; the kernel once. */
         r = core_start(&m->core, bus_id[0] ? bus_id : NULL, owners, now_realtime_usec(), ret_changes);
@@ -125,7 +126,7 @@ int manager_start(Manager *m, ChangeSet *ret_changes) {
         }
         free(owners);
         free(adoptions);
-        manager_arm_expiry(m);
+        publish_arm_expiry(&m->pub);
         if (r >= 0)
                 log_debug("Checked %zu previous client(s) on bus %s.", n_adoptions, bus_id);
         return r;

@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bus/bus.h"
-#include "sys/cpu-sink.h"
 #include "bus/actions.h"
-#include "bus/explain.h"
+#include "bus/bus.h"
+#include "bus/request-entry.h"
 #include "bus/request-options.h"
 #include "model/validate.h"
+#include "sys/cpu-sink.h"
 
 static int check_cpus_exist(Manager *m, const RequestOptions *o, sd_bus_error *error) {
         for (size_t i = 0; i < o->n_cpus; i++) {
@@ -81,32 +81,16 @@ static int method_update(sd_bus_message *message, void *userdata, sd_bus_error *
         return action_update(m, message, cookie, value, error);
 }
 
-int bus_append_request(sd_bus_message *reply, const Request *req) {
-        int r = sd_bus_message_open_container(reply, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}{sv}", "cookie", "u", req->cookie,
-                                  "type", "s", qos_type_to_string(req->type), "value", "i", req->value, "uid", "u",
-                                  (uint32_t) req->uid, "pid", "u", (uint32_t) req->pid, "exec", "s", request_exec(req),
-                                  "reason", "s", request_reason(req), "created", "x", req->created_usec, "persistent",
-                                  "b", (int) req->persistent, "expires", "x", req->expires_usec, "sender", "s",
-                                  request_sender(req));
-        if (r < 0)
-                return r;
-        r = sd_bus_message_open_container(reply, 'e', "sv");
-        if (r >= 0)
-                r = sd_bus_message_append(reply, "s", "cpus");
-        if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'v', "au");
-        if (r >= 0)
-                r = sd_bus_message_append_array(reply, 'u', req->cpus, req->n_cpus * sizeof(uint32_t));
-        if (r >= 0)
-                r = sd_bus_message_close_container(reply);
-        if (r >= 0)
-                r = sd_bus_message_close_container(reply);
-        if (r < 0)
-                return r;
-        return sd_bus_message_close_container(reply);
+/* Explain(): answered by the explainer's next round, with every call of it. */
+static int method_explain(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        CALL_SCOPE(m, message);
+        Client *c;
+
+        int r = call_know_caller(&m->calls, message, &c, error);
+        if (r <= 0)
+                return r < 0 ? r : 1; /* 0: the bus tells who it is, and this runs again */
+        return explainer_queue(&m->explainer, message, c->uid, error);
 }
 
 static int method_list_requests(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -227,7 +211,7 @@ const sd_bus_vtable bus_native_vtable[] = {
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListRequests", SD_BUS_NO_ARGS, SD_BUS_RESULT("aa{sv}", requests), method_list_requests,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("Explain", SD_BUS_NO_ARGS, SD_BUS_RESULT("a{sv}", explanation), bus_method_explain,
+        SD_BUS_METHOD_WITH_ARGS("Explain", SD_BUS_NO_ARGS, SD_BUS_RESULT("a{sv}", explanation), method_explain,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_PROPERTY("EffectiveLatency", "i", property_get_effective, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("KernelLatency", "i", property_get_kernel, 0, 0),

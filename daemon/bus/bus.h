@@ -19,9 +19,6 @@ extern const sd_bus_vtable bus_native_vtable[];
 int bus_native_properties_filter(sd_bus_message *message, void *userdata, sd_bus_error *error);
 int bus_upower_old_cancel_filter(sd_bus_message *message, void *userdata, sd_bus_error *error);
 
-/* One ListRequests entry (a{sv}) for req. */
-int bus_append_request(sd_bus_message *reply, const Request *req);
-
 /* A type name a request may have here: cpu_wakeup only where the kernel has its device. */
 static inline int bus_parse_type(const Manager *m, const char *s, QosType *t, ValidationError *v) {
         int r = parse_qos_type(s, t, v);

@@ -5,6 +5,7 @@
 
 #include "bus/explain.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,11 +16,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bus/actions.h"
-#include "bus/bus.h"
+#include "bus/request-entry.h"
+#include "dbus/contract.h"
 #include "sys/cpuidle.h"
 #include "util/log.h"
-#include "bus/manager.h"
+#include "util/macro.h"
 #include "util/text.h"
 
 /* ---- the answer ---- */
@@ -162,15 +163,15 @@ static int append_cpus(sd_bus_message *reply, const Core *c, int32_t kernel) {
         return r < 0 ? r : close_entry(reply);
 }
 
-static int append_rules(sd_bus_message *reply, const Manager *m) {
+static int append_rules(sd_bus_message *reply, const UnitRules *u) {
         int r = open_entry(reply, "rules", "aa{sv}");
         if (r >= 0)
                 r = sd_bus_message_open_container(reply, 'a', "a{sv}");
-        for (size_t i = 0; r >= 0 && i < m->n_rule_watches; i++) {
+        for (size_t i = 0; r >= 0 && i < u->n_watches; i++) {
                 const Rule *rule;
                 const char *state;
                 bool holds;
-                manager_rule(m, i, &rule, &state, &holds);
+                unit_rules_get(u, i, &rule, &state, &holds);
                 r = sd_bus_message_open_container(reply, 'a', "{sv}");
                 if (r >= 0)
                         r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}{sv}", "file", "s", rule->file, "unit", "s",
@@ -189,11 +190,11 @@ static int append_rules(sd_bus_message *reply, const Manager *m) {
                 r = sd_bus_message_close_container(reply);
         if (r >= 0)
                 r = close_entry(reply);
-        return r < 0 ? r : append_b(reply, "rules_followed", m->systemd_owner != NULL);
+        return r < 0 ? r : append_b(reply, "rules_followed", unit_rules_followed(u));
 }
 
-static int append_explanation(Manager *m, sd_bus_message *reply, const HolderScan *scan) {
-        Core *c = &m->core;
+static int append_explanation(Explainer *e, sd_bus_message *reply, const HolderScan *scan) {
+        Core *c = e->core;
         int32_t kernel;
         if (sink_read(&c->sink, &kernel) < 0)
                 kernel = PMQOS_LATENCY_NONE;
@@ -233,7 +234,7 @@ static int append_explanation(Manager *m, sd_bus_message *reply, const HolderSca
         if (r >= 0)
                 r = append_b(reply, "kernel_ignores_writes", kernel_ignores_writes(&c->sink, kernel));
         if (r >= 0)
-                r = append_rules(reply, m);
+                r = append_rules(reply, e->rules);
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         return r;
@@ -241,8 +242,7 @@ static int append_explanation(Manager *m, sd_bus_message *reply, const HolderSca
 
 /* ---- rounds ---- */
 
-static void answer_round(Manager *m, const HolderScan *scan) {
-        Explainer *e = &m->explainer;
+static void answer_round(Explainer *e, const HolderScan *scan) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *first = NULL;
         int r = 0;
 
@@ -253,7 +253,7 @@ static void answer_round(Manager *m, const HolderScan *scan) {
                 if (r >= 0) {
                         /* The first answer is built; the others are copies of it. */
                         if (!first)
-                                r = append_explanation(m, reply, scan);
+                                r = append_explanation(e, reply, scan);
                         else if ((r = sd_bus_message_rewind(first, true)) >= 0)
                                 r = sd_bus_message_copy(reply, first, true);
                 }
@@ -280,11 +280,10 @@ static void helper_ended(Explainer *e, const char *why) {
         e->helper_pid = 0;
 }
 
-static void start_round(Manager *m);
+static void start_round(Explainer *e);
 
-static void finish_round(Manager *m, const HolderScan *scan) {
-        Explainer *e = &m->explainer;
-        answer_round(m, scan);
+static void finish_round(Explainer *e, const HolderScan *scan) {
+        answer_round(e, scan);
         e->in_round = false;
         /* The calls that came meanwhile get a scan that began after they did. */
         WaitingExplain *t = e->round;
@@ -293,11 +292,10 @@ static void finish_round(Manager *m, const HolderScan *scan) {
         e->next = t;
         e->n_next = 0;
         if (e->n_round > 0)
-                start_round(m);
+                start_round(e);
 }
 
-static void start_round(Manager *m) {
-        Explainer *e = &m->explainer;
+static void start_round(Explainer *e) {
         e->in_round = true;
         if (e->helper_fd >= 0) {
                 char byte = 1;
@@ -309,8 +307,7 @@ static void start_round(Manager *m) {
 }
 
 static int on_helper(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        Manager *m = userdata;
-        Explainer *e = &m->explainer;
+        Explainer *e = userdata;
         uint8_t buf[HOLDERS_WIRE_MAX + 1];
         HolderScan scan;
 
@@ -323,11 +320,11 @@ static int on_helper(sd_event_source *s, int fd, uint32_t revents, void *userdat
                                 : n == 0 ? "it closed its socket"
                                          : "it sent a malformed answer");
                 if (e->in_round)
-                        finish_round(m, NULL);
+                        finish_round(e, NULL);
                 return 0;
         }
         (void) revents;
-        finish_round(m, &scan);
+        finish_round(e, &scan);
         return 0;
 }
 
@@ -337,29 +334,29 @@ static int on_defer(sd_event_source *s, void *userdata) {
         return 0;
 }
 
-int explainer_start_helper(Manager *m, uid_t uid, gid_t gid) {
-        Explainer *e = &m->explainer;
+static void start_helper(Explainer *e, uid_t uid, gid_t gid) {
         HolderTarget target;
-        int r = holder_target_init(&target, m->core.sink.fd, m->core.sink.path);
+        int r = holder_target_init(&target, e->core->sink.fd, e->core->sink.path);
         if (r >= 0)
                 r = holders_helper_start(&target, uid, gid, &e->helper_pid, &e->helper_fd);
         if (r < 0)
                 log_warning("Cannot start the holder scan helper (%s): Explain() reports external holders as unknown.",
                             strerror(-r));
-        return r;
 }
 
-int explainer_attach_event(Manager *m) {
-        Explainer *e = &m->explainer;
+int explainer_init(Explainer *e, sd_event *event, Core *core, const UnitRules *rules, uid_t uid, gid_t gid) {
+        assert(e && event && core && rules);
+        *e = (Explainer){ .helper_fd = -1, .event = event, .core = core, .rules = rules };
+        start_helper(e, uid, gid);
         e->round = calloc(EXPLAIN_WAITING_MAX, sizeof(WaitingExplain));
         e->next = calloc(EXPLAIN_WAITING_MAX, sizeof(WaitingExplain));
         if (!e->round || !e->next)
                 return -ENOMEM;
-        int r = sd_event_add_defer(m->event, &e->defer_source, on_defer, m);
+        int r = sd_event_add_defer(event, &e->defer_source, on_defer, e);
         if (r >= 0)
                 r = sd_event_source_set_enabled(e->defer_source, SD_EVENT_OFF);
         if (r >= 0 && e->helper_fd >= 0)
-                r = sd_event_add_io(m->event, &e->helper_source, e->helper_fd, EPOLLIN, on_helper, m);
+                r = sd_event_add_io(event, &e->helper_source, e->helper_fd, EPOLLIN, on_helper, e);
         return r;
 }
 
@@ -394,30 +391,22 @@ static size_t waiting_of(const Explainer *e, uid_t uid) {
         return n;
 }
 
-int bus_method_explain(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
-        Explainer *e = &m->explainer;
-        CALL_SCOPE(m, message);
-        Client *c;
-
-        int r = call_know_caller(&m->calls, message, &c, error);
-        if (r <= 0)
-                return r < 0 ? r : 1; /* 0: the bus tells who it is, and this runs again */
-        if (c->uid != 0 && waiting_of(e, c->uid) >= EXPLAIN_WAITING_PER_UID)
+int explainer_queue(Explainer *e, sd_bus_message *message, uid_t uid, sd_bus_error *error) {
+        if (uid != 0 && waiting_of(e, uid) >= EXPLAIN_WAITING_PER_UID)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
                                          "User %u already has %u Explain() calls waiting; wait for their answers.",
-                                         (unsigned) c->uid, EXPLAIN_WAITING_PER_UID);
+                                         (unsigned) uid, EXPLAIN_WAITING_PER_UID);
         if (e->n_round + e->n_next >= EXPLAIN_WAITING_MAX)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
                                          "%u Explain() calls are waiting already; try again shortly.",
                                          EXPLAIN_WAITING_MAX);
 
-        WaitingExplain w = { .message = sd_bus_message_ref(message), .uid = c->uid };
+        WaitingExplain w = { .message = sd_bus_message_ref(message), .uid = uid };
         if (e->in_round)
                 e->next[e->n_next++] = w;
         else {
                 e->round[e->n_round++] = w;
-                start_round(m);
+                start_round(e);
         }
         return 1;
 }

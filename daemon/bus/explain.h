@@ -11,6 +11,8 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "bus/unit-rules.h"
+#include "core/core.h"
 #include "sys/holders.h"
 
 /* Calls waiting for a round: per user (root is not counted) and in all. */
@@ -23,6 +25,9 @@ typedef struct WaitingExplain {
 } WaitingExplain;
 
 typedef struct Explainer {
+        sd_event *event;
+        Core *core;
+        const UnitRules *rules;
         int helper_fd; /* -1: no helper (it ended); holders are then reported unknown */
         pid_t helper_pid;
         sd_event_source *helper_source, *defer_source;
@@ -31,14 +36,14 @@ typedef struct Explainer {
         size_t n_round, n_next;
 } Explainer;
 
-typedef struct Manager Manager;
-
-/* Forks the helper (holders.h) for the device pmqosd holds; before pmqosd
- * gives up root. uid/gid: what the helper becomes, (uid_t) -1 to stay. */
-int explainer_start_helper(Manager *m, uid_t uid, gid_t gid);
-int explainer_attach_event(Manager *m);
+/* Forks the helper (holders.h) for the device the core holds, before
+ * pmqosd gives up root and before any thread exists (polkit's); uid/gid:
+ * what the helper becomes, (uid_t) -1 to stay. Without a helper, holders
+ * are reported unknown (logged). */
+int explainer_init(Explainer *e, sd_event *event, Core *core, const UnitRules *rules, uid_t uid, gid_t gid);
 /* Drops the calls still waiting, unanswered, and ends the helper. */
 void explainer_done(Explainer *e);
 
-/* The handler of Explain(). */
-int bus_method_explain(sd_bus_message *message, void *userdata, sd_bus_error *error);
+/* An Explain() call of uid, answered by the next round: 1, or an error
+ * when uid (root is not counted) or everyone has too many waiting. */
+int explainer_queue(Explainer *e, sd_bus_message *message, uid_t uid, sd_bus_error *error);

@@ -116,7 +116,7 @@ static int read_option(sd_bus_message *m, RequestOptions *o, unsigned *seen, uin
                 ;
         if (i == ELEMENTSOF(options))
                 return validation_fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS, "Unknown option \"", key,
-                            "\"; known options are reason, persistent, timeout and cpus.");
+                                       "\"; known options are reason, persistent, timeout and cpus.");
         if (*seen & (1u << i))
                 return option_error(err, key, "\" is given twice.");
         *seen |= 1u << i;

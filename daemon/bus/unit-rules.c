@@ -10,9 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bus/unit-rules.h"
+
+#include <assert.h>
+
+#include "util/clock.h"
 #include "util/log.h"
-#include "bus/manager.h"
-#include "bus/properties-changed.h"
 #include "util/macro.h"
 
 #define SYSTEMD_NAME "org.freedesktop.systemd1"
@@ -21,7 +24,7 @@
 #define SYSTEMD_UNIT "org.freedesktop.systemd1.Unit"
 
 struct RuleWatch {
-        Manager *manager;
+        UnitRules *rules;
         Rule rule;
         char *path;            /* the unit's object path, from LoadUnit or UnitNew */
         sd_bus_slot *match;    /* its PropertiesChanged */
@@ -31,11 +34,8 @@ struct RuleWatch {
         char state[32];        /* ActiveState as last seen; "" unknown */
 };
 
-enum { SLOT_OWNER, SLOT_SUBSCRIBE, _SLOT_MAX };
-
-static bool from_systemd(const Manager *m, sd_bus_message *message) {
-        const char *sender = sd_bus_message_get_sender(message);
-        return m->systemd_owner && sender && strcmp(sender, m->systemd_owner) == 0;
+static bool from_systemd(const UnitRules *u, sd_bus_message *message) {
+        return peer_watch_from_owner(&u->systemd, message);
 }
 
 /* ---- the rule's request ---- */
@@ -43,17 +43,17 @@ static bool from_systemd(const Manager *m, sd_bus_message *message) {
 /* The rule's request, not yet in the store; NULL if its CPUs are not all
  * there (said so) or out of memory. */
 static Request *rule_request(RuleWatch *w) {
-        Manager *m = w->manager;
+        UnitRules *u = w->rules;
         const Rule *rule = &w->rule;
         char exec[PMQOS_EXEC_MAX];
 
         for (size_t i = 0; i < rule->n_cpus; i++)
-                if (cpu_sink_check_cpu(&m->core.cpus, rule->cpus[i]) < 0) {
+                if (cpu_sink_check_cpu(&u->core->cpus, rule->cpus[i]) < 0) {
                         log_warning("%s names CPU %u, which is offline or absent: its rule holds nothing.", rule->file,
                                     (unsigned) rule->cpus[i]);
                         return NULL;
                 }
-        Request *req = request_new(&m->core.store);
+        Request *req = request_new(&u->core->store);
         if (!req)
                 return NULL;
         snprintf(exec, sizeof(exec), "rule %s", rule->file);
@@ -73,19 +73,19 @@ static bool active_state(const char *state) {
 }
 
 static void hold(RuleWatch *w) {
-        Manager *m = w->manager;
+        UnitRules *u = w->rules;
         ChangeSet changes;
         Request *req = rule_request(w);
         if (!req)
                 return;
         const Rule *rule = &w->rule;
-        int r = core_add(&m->core, req, NULL, &changes);
+        int r = core_add(u->core, req, NULL, &changes);
         if (r < 0) {
                 log_error("Cannot hold the bound of %s: %s", rule->file, strerror(-r));
                 return;
         }
         w->req = req;
-        manager_publish(m, &changes);
+        publish(u->pub, &changes);
 }
 
 static void release(RuleWatch *w, AuditEnd how) {
@@ -94,19 +94,18 @@ static void release(RuleWatch *w, AuditEnd how) {
                 return;
         Request *req = w->req;
         w->req = NULL;
-        int r = core_end(&w->manager->core, req, how, 0, &changes);
+        int r = core_end(w->rules->core, req, how, 0, &changes);
         if (r < 0) {
                 w->req = req; /* still there: the kernel refused */
                 log_error("Cannot lift the bound of %s: %s", w->rule.file, strerror(-r));
                 return;
         }
-        manager_publish(w->manager, &changes);
+        publish(w->rules->pub, &changes);
 }
 
 static void apply(RuleWatch *w, const char *state) {
         snprintf(w->state, sizeof(w->state), "%s", state);
-        bool active =
-                strcmp(state, "active") == 0 || strcmp(state, "reloading") == 0 || strcmp(state, "activating") == 0;
+        bool active = active_state(state);
         if (active && !w->req)
                 hold(w);
         else if (!active)
@@ -121,7 +120,7 @@ static int on_get(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
 
         (void) error;
         w->call = sd_bus_slot_unref(w->call);
-        if (sd_bus_message_is_method_error(reply, NULL) || !from_systemd(w->manager, reply) ||
+        if (sd_bus_message_is_method_error(reply, NULL) || !from_systemd(w->rules, reply) ||
             sd_bus_message_read(reply, "v", "s", &state) < 0)
                 return 0; /* systemd went away meanwhile: its arrival starts over */
         apply(w, state);
@@ -129,9 +128,9 @@ static int on_get(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
 }
 
 static void ask_state(RuleWatch *w) {
-        Manager *m = w->manager;
+        UnitRules *u = w->rules;
         w->call = sd_bus_slot_unref(w->call);
-        int r = sd_bus_call_method_async(m->bus, &w->call, SYSTEMD_NAME, w->path, "org.freedesktop.DBus.Properties",
+        int r = sd_bus_call_method_async(u->bus, &w->call, SYSTEMD_NAME, w->path, "org.freedesktop.DBus.Properties",
                                          "Get", on_get, w, "ss", SYSTEMD_UNIT, "ActiveState");
         if (r < 0)
                 log_warning("Cannot ask systemd about %s: %s", w->rule.unit, strerror(-r));
@@ -143,7 +142,7 @@ static int on_properties_changed(sd_bus_message *message, void *userdata, sd_bus
 
         (void) error;
         /* From systemd's own connection only: any peer may send us a look-alike. */
-        if (!from_systemd(w->manager, message))
+        if (!from_systemd(w->rules, message))
                 return 0;
         const char *state;
         r = properties_changed_read(message, SYSTEMD_UNIT, "ActiveState", "s", &state);
@@ -166,7 +165,7 @@ static int on_match_installed(sd_bus_message *reply, void *userdata, sd_bus_erro
 /* The unit's object is known: follow it, then ask (the match is in place
  * before the answer, so no change falls between). */
 static void follow(RuleWatch *w, const char *path) {
-        Manager *m = w->manager;
+        UnitRules *u = w->rules;
         if (w->path && strcmp(w->path, path) == 0 && w->match) {
                 ask_state(w);
                 return;
@@ -176,7 +175,7 @@ static void follow(RuleWatch *w, const char *path) {
         w->match = sd_bus_slot_unref(w->match);
         if (!w->path)
                 return;
-        int r = sd_bus_match_signal_async(m->bus, &w->match, SYSTEMD_NAME, w->path, "org.freedesktop.DBus.Properties",
+        int r = sd_bus_match_signal_async(u->bus, &w->match, SYSTEMD_NAME, w->path, "org.freedesktop.DBus.Properties",
                                           "PropertiesChanged", on_properties_changed, on_match_installed, w);
         if (r < 0) {
                 log_warning("Cannot follow %s for %s: %s", w->rule.unit, w->rule.file, strerror(-r));
@@ -196,7 +195,7 @@ static int on_load_unit(sd_bus_message *reply, void *userdata, sd_bus_error *err
                             sd_bus_message_get_error(reply)->message);
                 return 0;
         }
-        if (from_systemd(w->manager, reply) && sd_bus_message_read(reply, "o", &path) >= 0)
+        if (from_systemd(w->rules, reply) && sd_bus_message_read(reply, "o", &path) >= 0)
                 follow(w, path);
         return 0;
 }
@@ -204,7 +203,7 @@ static int on_load_unit(sd_bus_message *reply, void *userdata, sd_bus_error *err
 static int on_unit_new(sd_bus_message *message, void *userdata, sd_bus_error *error);
 
 static void load(RuleWatch *w) {
-        Manager *m = w->manager;
+        UnitRules *u = w->rules;
         char match[512];
         if (!w->unit_new) {
                 /* Unit names have no quote: the name goes into the match as it is. */
@@ -212,12 +211,12 @@ static void load(RuleWatch *w) {
                          "type='signal',sender='" SYSTEMD_NAME "',path='" SYSTEMD_PATH "',interface='" SYSTEMD_MANAGER
                          "',member='UnitNew',arg0='%s'",
                          w->rule.unit);
-                int k = sd_bus_add_match_async(m->bus, &w->unit_new, match, on_unit_new, NULL, w);
+                int k = sd_bus_add_match_async(u->bus, &w->unit_new, match, on_unit_new, NULL, w);
                 if (k < 0)
                         log_warning("Cannot follow %s being loaded: %s", w->rule.unit, strerror(-k));
         }
         w->call = sd_bus_slot_unref(w->call);
-        int r = sd_bus_call_method_async(m->bus, &w->call, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER, "LoadUnit",
+        int r = sd_bus_call_method_async(u->bus, &w->call, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER, "LoadUnit",
                                          on_load_unit, w, "s", w->rule.unit);
         if (r < 0)
                 log_warning("Cannot ask systemd for %s: %s", w->rule.unit, strerror(-r));
@@ -236,52 +235,43 @@ static void unfollow(RuleWatch *w, AuditEnd how) {
 /* ---- systemd itself ---- */
 
 static int on_subscribed(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
+        UnitRules *u = userdata;
         (void) error;
-        m->systemd_slots[SLOT_SUBSCRIBE] = sd_bus_slot_unref(m->systemd_slots[SLOT_SUBSCRIBE]);
+        u->subscribe = sd_bus_slot_unref(u->subscribe);
         if (sd_bus_message_is_method_error(reply, NULL)) {
-                if (m->n_rule_watches > 0)
+                if (u->n_watches > 0)
                         log_info("systemd is not on the bus (%s): unit rules are inactive.",
                                  sd_bus_message_get_error(reply)->name);
                 return 0;
         }
         /* The connection that answered for systemd's name: only its word counts. */
-        const char *sender = sd_bus_message_get_sender(reply);
-        free(m->systemd_owner);
-        m->systemd_owner = sender ? strdup(sender) : NULL;
-        for (size_t i = 0; i < m->n_rule_watches; i++)
-                load(m->rule_watches[i]);
+        peer_watch_answered(&u->systemd, reply);
+        for (size_t i = 0; i < u->n_watches; i++)
+                load(u->watches[i]);
         return 0;
 }
 
-static void subscribe(Manager *m) {
+static void subscribe(UnitRules *u) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = NULL;
-        m->systemd_slots[SLOT_SUBSCRIBE] = sd_bus_slot_unref(m->systemd_slots[SLOT_SUBSCRIBE]);
-        int r = sd_bus_message_new_method_call(m->bus, &call, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER, "Subscribe");
+        u->subscribe = sd_bus_slot_unref(u->subscribe);
+        int r = sd_bus_message_new_method_call(u->bus, &call, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER, "Subscribe");
         if (r >= 0)
                 r = sd_bus_message_set_auto_start(call, false);
         if (r >= 0)
-                r = sd_bus_call_async(m->bus, &m->systemd_slots[SLOT_SUBSCRIBE], call, on_subscribed, m, 0);
+                r = sd_bus_call_async(u->bus, &u->subscribe, call, on_subscribed, u, 0);
         if (r < 0)
                 log_warning("Cannot subscribe to systemd: %s; unit rules are inactive.", strerror(-r));
 }
 
-static int on_systemd_owner(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
-        const char *name, *old_owner, *new_owner;
-
-        (void) error;
-        if (!bus_message_from_driver(message) || !sd_bus_message_has_signature(message, "sss") ||
-            sd_bus_message_read(message, "sss", &name, &old_owner, &new_owner) < 0 || strcmp(name, SYSTEMD_NAME) != 0)
-                return 0;
-        m->systemd_owner = mfree(m->systemd_owner);
-        for (size_t i = 0; i < m->n_rule_watches; i++)
-                unfollow(m->rule_watches[i], AUDIT_END_RULE_GONE);
-        if (new_owner[0] && m->n_rule_watches > 0)
-                subscribe(m); /* systemd is back (a re-exec): start over */
-        else if (m->n_rule_watches > 0)
+static void on_systemd_owner(PeerWatch *pw, bool arrived, void *userdata) {
+        UnitRules *u = userdata;
+        (void) pw;
+        for (size_t i = 0; i < u->n_watches; i++)
+                unfollow(u->watches[i], AUDIT_END_RULE_GONE);
+        if (arrived && u->n_watches > 0)
+                subscribe(u); /* systemd is back (a re-exec): start over */
+        else if (u->n_watches > 0)
                 log_warning("systemd left the bus: unit rules are inactive until it is back.");
-        return 0;
 }
 
 static int on_unit_new(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -289,26 +279,34 @@ static int on_unit_new(sd_bus_message *message, void *userdata, sd_bus_error *er
         const char *id, *path;
 
         (void) error;
-        if (!from_systemd(w->manager, message) || !sd_bus_message_has_signature(message, "so") ||
+        if (!from_systemd(w->rules, message) || !sd_bus_message_has_signature(message, "so") ||
             sd_bus_message_read(message, "so", &id, &path) < 0 || strcmp(id, w->rule.unit) != 0)
                 return 0;
         follow(w, path); /* loaded again: what is its state now? */
         return 0;
 }
 
-int manager_watch_rules(Manager *m) {
-        int r = sd_bus_add_match_async(m->bus, &m->systemd_slots[SLOT_OWNER],
-                                       "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
-                                       "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='" SYSTEMD_NAME
-                                       "'",
-                                       on_systemd_owner, NULL, m);
+void unit_rules_init(UnitRules *u, Core *core, Publisher *pub) {
+        assert(u && core && pub);
+        *u = (UnitRules){ .core = core, .pub = pub };
+        peer_watch_init(&u->systemd, SYSTEMD_NAME, on_systemd_owner, u);
+}
+
+void unit_rules_attach_bus(UnitRules *u, sd_bus *bus) {
+        assert(u && bus && !u->bus);
+        u->bus = sd_bus_ref(bus);
+}
+
+int unit_rules_watch(UnitRules *u) {
+        assert(u && u->bus);
+        int r = peer_watch_start(&u->systemd, u->bus, false);
         if (r < 0) {
                 log_warning("Cannot follow systemd: %s; unit rules are inactive.", strerror(-r));
                 return r;
         }
         /* No rule, no subscription: systemd sends us nothing then. */
-        if (m->n_rule_watches > 0)
-                subscribe(m);
+        if (u->n_watches > 0)
+                subscribe(u);
         return 0;
 }
 
@@ -316,23 +314,23 @@ int manager_watch_rules(Manager *m) {
  * hold their requests from the first write on, so a restart of pmqosd
  * loses no rule's bound for a moment. Blocking calls, bounded (128 rules at
  * most, 1 s each); nothing is served yet. Without systemd, nothing. */
-void manager_rules_prime(Manager *m) {
-        for (size_t i = 0; i < m->n_rule_watches; i++) {
-                RuleWatch *w = m->rule_watches[i];
+void unit_rules_prime(UnitRules *u) {
+        for (size_t i = 0; i < u->n_watches; i++) {
+                RuleWatch *w = u->watches[i];
                 _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = NULL, *reply = NULL, *state = NULL;
                 const char *path, *text;
-                int r = sd_bus_message_new_method_call(m->bus, &call, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER,
+                int r = sd_bus_message_new_method_call(u->bus, &call, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER,
                                                        "LoadUnit");
                 if (r >= 0)
                         r = sd_bus_message_append(call, "s", w->rule.unit);
                 if (r >= 0)
                         r = sd_bus_message_set_auto_start(call, false);
                 if (r >= 0)
-                        r = sd_bus_call(m->bus, call, 1000000, NULL, &reply);
+                        r = sd_bus_call(u->bus, call, 1000000, NULL, &reply);
                 if (r >= 0)
                         r = sd_bus_message_read(reply, "o", &path);
                 if (r >= 0)
-                        r = sd_bus_get_property(m->bus, SYSTEMD_NAME, path, SYSTEMD_UNIT, "ActiveState", NULL, &state,
+                        r = sd_bus_get_property(u->bus, SYSTEMD_NAME, path, SYSTEMD_UNIT, "ActiveState", NULL, &state,
                                                 "s");
                 if (r >= 0)
                         r = sd_bus_message_read(state, "s", &text);
@@ -342,7 +340,7 @@ void manager_rules_prime(Manager *m) {
                 if (!active_state(text) || w->req)
                         continue;
                 Request *req = rule_request(w);
-                if (req && core_add_loaded(&m->core, req) >= 0)
+                if (req && core_add_loaded(u->core, req) >= 0)
                         w->req = req;
         }
 }
@@ -357,22 +355,22 @@ static void watch_free(RuleWatch *w, AuditEnd how) {
         free(w);
 }
 
-int manager_set_rules(Manager *m, RuleSet *rules) {
+int unit_rules_set(UnitRules *u, RuleSet *rules) {
         RuleWatch **next = calloc(rules->n + 1, sizeof(RuleWatch *));
         if (!next)
                 return -ENOMEM;
         /* A rule that did not change keeps its watch and its request: no gap. */
         for (size_t i = 0; i < rules->n; i++)
-                for (size_t k = 0; k < m->n_rule_watches; k++)
-                        if (m->rule_watches[k] && rule_equal(&m->rule_watches[k]->rule, &rules->rules[i])) {
-                                next[i] = m->rule_watches[k];
-                                m->rule_watches[k] = NULL;
+                for (size_t k = 0; k < u->n_watches; k++)
+                        if (u->watches[k] && rule_equal(&u->watches[k]->rule, &rules->rules[i])) {
+                                next[i] = u->watches[k];
+                                u->watches[k] = NULL;
                                 rule_done(&rules->rules[i]);
                                 break;
                         }
-        for (size_t k = 0; k < m->n_rule_watches; k++)
-                watch_free(m->rule_watches[k], AUDIT_END_RULE_GONE);
-        free(m->rule_watches);
+        for (size_t k = 0; k < u->n_watches; k++)
+                watch_free(u->watches[k], AUDIT_END_RULE_GONE);
+        free(u->watches);
         for (size_t i = 0; i < rules->n; i++) {
                 if (next[i])
                         continue;
@@ -381,9 +379,9 @@ int manager_set_rules(Manager *m, RuleSet *rules) {
                         rule_done(&rules->rules[i]);
                         continue; /* forgotten; said once below */
                 }
-                next[i]->manager = m;
+                next[i]->rules = u;
                 next[i]->rule = rules->rules[i];
-                if (m->bus && m->systemd_owner)
+                if (u->bus && u->systemd.owner)
                         load(next[i]);
         }
         /* The rules moved into the watches; a watch that could not be made is left out. */
@@ -395,17 +393,17 @@ int manager_set_rules(Manager *m, RuleSet *rules) {
                         next[n++] = next[i];
         if (n < n_rules)
                 log_error("Out of memory: %zu unit rule(s) are not followed.", n_rules - n);
-        m->rule_watches = next;
-        m->n_rule_watches = n;
+        u->watches = next;
+        u->n_watches = n;
         /* The first rules: systemd is to be asked now. */
-        if (m->bus && n > 0 && !m->systemd_owner && !m->systemd_slots[SLOT_SUBSCRIBE])
-                subscribe(m);
+        if (u->bus && n > 0 && !u->systemd.owner && !u->subscribe)
+                subscribe(u);
         return 0;
 }
 
-void manager_rules_done(Manager *m) {
-        for (size_t i = 0; i < m->n_rule_watches; i++) {
-                RuleWatch *w = m->rule_watches[i];
+void unit_rules_done(UnitRules *u) {
+        for (size_t i = 0; i < u->n_watches; i++) {
+                RuleWatch *w = u->watches[i];
                 w->call = sd_bus_slot_unref(w->call);
                 w->match = sd_bus_slot_unref(w->match);
                 w->unit_new = sd_bus_slot_unref(w->unit_new);
@@ -413,33 +411,35 @@ void manager_rules_done(Manager *m) {
                 rule_done(&w->rule);
                 free(w); /* its request goes with the core */
         }
-        free(m->rule_watches);
-        m->rule_watches = NULL;
-        m->n_rule_watches = 0;
-        for (size_t i = 0; i < ELEMENTSOF(m->systemd_slots); i++)
-                m->systemd_slots[i] = sd_bus_slot_unref(m->systemd_slots[i]);
-        m->systemd_owner = mfree(m->systemd_owner);
+        free(u->watches);
+        u->watches = NULL;
+        u->n_watches = 0;
+        u->subscribe = sd_bus_slot_unref(u->subscribe);
+        peer_watch_done(&u->systemd);
+        u->bus = sd_bus_unref(u->bus);
 }
 
-size_t manager_rules_active(const Manager *m) {
+size_t unit_rules_active(const UnitRules *u) {
         size_t n = 0;
-        for (size_t i = 0; i < m->n_rule_watches; i++)
-                n += m->rule_watches[i]->req != NULL;
+        for (size_t i = 0; i < u->n_watches; i++)
+                n += u->watches[i]->req != NULL;
         return n;
 }
 
-const RuleWatch *manager_rule(const Manager *m, size_t i, const Rule **ret_rule, const char **ret_state,
-                              bool *ret_holds) {
-        const RuleWatch *w = m->rule_watches[i];
+void unit_rules_get(const UnitRules *u, size_t i, const Rule **ret_rule, const char **ret_state, bool *ret_holds) {
+        const RuleWatch *w = u->watches[i];
         *ret_rule = &w->rule;
         *ret_state = w->state;
         *ret_holds = w->req != NULL;
-        return w;
 }
 
-const Rule *manager_rule_of(const Manager *m, const Request *req) {
-        for (size_t i = 0; req && req->rule && i < m->n_rule_watches; i++)
-                if (m->rule_watches[i]->req == req)
-                        return &m->rule_watches[i]->rule;
+const Rule *unit_rules_rule_of(const UnitRules *u, const Request *req) {
+        for (size_t i = 0; req && req->rule && i < u->n_watches; i++)
+                if (u->watches[i]->req == req)
+                        return &u->watches[i]->rule;
         return NULL;
+}
+
+bool unit_rules_followed(const UnitRules *u) {
+        return u->systemd.owner != NULL;
 }

@@ -6,7 +6,10 @@ must point to the module's own layer or one below it, and no arrows may form
 a circle. Prints each arrow that runs up and each circle, and a summary line;
 exits 1 if there is any.
 
-    check-layers.py SOURCE_ROOT [OBJECT...]
+    check-layers.py SOURCE_ROOT [DAEMON_BUILD_DIR | OBJECT...]
+
+Given the daemon's build directory, its object files are those of the
+layers' libraries and of pmqosd (not of the layer-check programs).
 """
 import os
 import re
@@ -136,7 +139,15 @@ def circles(edges):
 
 def main():
     root = sys.argv[1]
-    objects = sys.argv[2:]
+    objects = []
+    for arg in sys.argv[2:]:
+        if os.path.isdir(arg):
+            for sub in sorted(os.listdir(arg)):
+                if sub.endswith('.p') and (sub.startswith('libpmqos-') or sub == 'pmqosd.p'):
+                    objects += sorted(os.path.join(arg, sub, f) for f in os.listdir(os.path.join(arg, sub))
+                                      if f.endswith('.c.o'))
+        else:
+            objects.append(arg)
     mods = modules(root)
     arrows = include_arrows(root, mods)
     kinds = 'includes'
