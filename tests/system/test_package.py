@@ -86,9 +86,15 @@ class TestPackage(SystemTestCase):
         self.busctl(QOS, "CancelRequest", "u", persistent)
 
     def test_3_purge_leaves_nothing(self):
+        cpu0 = "/sys/devices/system/cpu/cpu0/power/pm_qos_resume_latency_us"
+        with open(cpu0) as f:
+            original = f.read().strip()
         self.start()
         holder, cookie = self.holder(47)
+        cpu_holder, _ = self.holder(29, cpu=0)
         try:
+            with open(cpu0) as f:
+                self.assertEqual(f.read().strip(), "29")
             self.busctl(QOS, "RequestLatency", "sib", "cpu_dma", "88", "true")  # into /var/lib/pmqos
             self.c.sh("mkdir -p /etc/pmqos/rules.d && printf '[Rule]\\nUnit=x.service\\nLatency=5\\n' "
                       "> /etc/pmqos/rules.d/admin.conf", check=True)
@@ -96,6 +102,8 @@ class TestPackage(SystemTestCase):
             r = self.c.sh("dpkg --purge %s" % " ".join(PACKAGES), timeout=120)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             wait_for(lambda: kernel() == self.baseline, timeout=5, what="the bound to go with the package")
+            with open(cpu0) as f:
+                self.assertEqual(f.read().strip(), original, "cpu0's bound outlived the package")
             self.assertEqual(self.c.sh("pgrep -l 'pmqos'").stdout, "", "a process outlived the package")
             for p in PACKAGES:
                 self.assertNotRegex(self.c.sh("dpkg-query -W -f '${Status}' %s 2>&1" % p).stdout, r"installed")
@@ -117,8 +125,9 @@ class TestPackage(SystemTestCase):
             self.assertTrue(re.search(r"not activatable|not provided|ServiceUnknown|was not provided", r.stderr),
                             r.stderr)
         finally:
-            holder.kill()
-            self.release(holder)
+            for h in (holder, cpu_holder):
+                h.kill()
+                self.release(h)
 
 
 if __name__ == "__main__":
