@@ -19,7 +19,8 @@ const char *qos_type_to_string(QosType t) {
         return t < _QOS_TYPE_MAX ? qos_type_names[t] : NULL;
 }
 
-int validation_fail(ValidationError *err, int r, const char *name, const char *before, const char *arg, const char *after) {
+int validation_fail(ValidationError *err, int r, const char *name, const char *before, const char *arg,
+                    const char *after) {
         err->name = name;
         /* Keep only printable ASCII of what the caller sent, and not too much of it. */
         char clean[64];
@@ -43,16 +44,17 @@ int parse_qos_type(const char *s, QosType *ret, ValidationError *err) {
         /* The kernel removed /dev/network_latency in Linux 5.7; the name stays known. */
         if (strcmp(s, "network") == 0)
                 return validation_fail(err, -EOPNOTSUPP, SD_BUS_ERROR_NOT_SUPPORTED, "Latency type \"", s,
-                            "\" is not supported: this kernel has no /dev/network_latency.");
+                                       "\" is not supported: this kernel has no /dev/network_latency.");
 
         return validation_fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS, "Unknown latency type \"", s,
-                    "\"; the types are \"cpu_dma\" and \"cpu_wakeup\".");
+                               "\"; the types are \"cpu_dma\" and \"cpu_wakeup\".");
 }
 
 int check_type_supported(QosType t, bool wakeup_device, ValidationError *err) {
         if (t == QOS_TYPE_CPU_WAKEUP && !wakeup_device)
-                return validation_fail(err, -EOPNOTSUPP, SD_BUS_ERROR_NOT_SUPPORTED, "Latency type \"", "cpu_wakeup",
-                            "\" is not supported: this kernel has no /dev/cpu_wakeup_latency (Linux 6.19+).");
+                return validation_fail(
+                        err, -EOPNOTSUPP, SD_BUS_ERROR_NOT_SUPPORTED, "Latency type \"", "cpu_wakeup",
+                        "\" is not supported: this kernel has no /dev/cpu_wakeup_latency (Linux 6.19+).");
         return 0;
 }
 
@@ -63,5 +65,5 @@ int check_latency_value(int32_t value, ValidationError *err) {
         char buf[16];
         snprintf(buf, sizeof(buf), "%" PRIi32, value);
         return validation_fail(err, -EINVAL, SD_BUS_ERROR_INVALID_ARGS, "Latency ", buf,
-                    " µs is out of range; use 0 … 2000000000 µs, or -1 for no requirement.");
+                               " µs is out of range; use 0 … 2000000000 µs, or -1 for no requirement.");
 }

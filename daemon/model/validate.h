@@ -27,4 +27,5 @@ const char *qos_type_to_string(QosType t);
 
 /* Fills err with the error name and before + arg (printable ASCII of it,
  * at most 60 bytes) + after; returns r. */
-int validation_fail(ValidationError *err, int r, const char *name, const char *before, const char *arg, const char *after);
+int validation_fail(ValidationError *err, int r, const char *name, const char *before, const char *arg,
+                    const char *after);

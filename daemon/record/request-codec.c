@@ -233,7 +233,7 @@ fail:
 }
 
 int record_parse_lines(char *text, int (*parse)(void *userdata, char *line, const char **why), void *userdata,
-                      unsigned *lineno, const char **why) {
+                       unsigned *lineno, const char **why) {
         int r = 0;
         for (char *line = text, *next; line && *line && r >= 0; line = next) {
                 next = strchr(line, '\n');

@@ -11,9 +11,9 @@ typedef struct Sink {
         char *path;
         int32_t written; /* what our descriptor currently asks of the kernel */
         uint64_t n_writes;
-        bool ignores_writes; /* a write was read back as having had no effect */
+        bool ignores_writes;      /* a write was read back as having had no effect */
         int32_t ignored_reported; /* what the kernel reported then, for the caller's audit entry */
-        bool honours_writes; /* one was read back as in effect: no more read-backs */
+        bool honours_writes;      /* one was read back as in effect: no more read-backs */
 } Sink;
 
 #define SINK_INIT \

@@ -6,7 +6,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-
 /* Whether s[0..len) is valid UTF-8 (no overlong forms, no surrogates, no
  * code point above U+10FFFF). */
 bool utf8_is_valid(const char *s, size_t len);
