@@ -5,6 +5,8 @@ stdout for meson (protocol 'tap'), a SKIP: line for every skip."""
 import sys
 import unittest
 
+import hostenv
+
 
 class TapResult(unittest.TextTestResult):
     """unittest's report on stderr, and TAP on stdout, so that meson (protocol
@@ -52,7 +54,9 @@ class TapResult(unittest.TextTestResult):
 
 
 def main():
-    """Runs the module's tests: the report on stderr, TAP on stdout."""
+    """Runs the module's tests: the report on stderr, TAP on stdout; as root
+    in a private copy of the host (hostenv.enter_private_host)."""
+    hostenv.enter_private_host()
     runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2, resultclass=TapResult)
     program = unittest.main(testRunner=runner, exit=False)
     result = program.result
