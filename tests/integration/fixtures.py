@@ -8,6 +8,7 @@ runner in tap.py (main() here runs it)."""
 
 import json
 import os
+import pwd
 import shlex
 import shutil
 import signal
@@ -93,6 +94,29 @@ BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Config
 """
 
 
+def setpriv(uid, gid=None):
+    """The command prefix that runs a program as uid (and gid, else uid's
+    number), with no supplementary groups; the test skipped, saying so, when
+    it cannot (only root can)."""
+    if not IS_ROOT:
+        raise unittest.SkipTest("needs root: runs a client as uid %d (setpriv)" % uid)
+    gid = uid if gid is None else gid
+    return ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups"]
+
+
+USER_POLICY = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <policy user="{user}">
+    <allow own="org.freedesktop.PMQoS"/>
+    <allow own="org.freedesktop.UPower"/>
+    <allow send_destination="org.freedesktop.PMQoS"/>
+    <allow receive_sender="org.freedesktop.PMQoS"/>
+  </policy>
+</busconfig>
+"""
+
+
 def skip_notice(what, why):
     """A skip is never silent: say what is not checked and why."""
     sys.stderr.write("SKIP: %s (%s)\n" % (what, why))
@@ -155,6 +179,11 @@ class PrivateBus:
         shutil.copy(os.path.join(SOURCE_ROOT, "dbus", BUS_POLICY_FILE), policy_dir)
         if with_polkit:
             shutil.copy("/usr/share/dbus-1/system.d/org.freedesktop.PolicyKit1.conf", policy_dir)
+        if not IS_ROOT:
+            # pmqosd runs as this user here: on this private bus only, the
+            # user has what the project's policy gives root.
+            with open(os.path.join(policy_dir, "pmqos-test-user.conf"), "w") as f:
+                f.write(USER_POLICY.format(user=pwd.getpwuid(os.getuid()).pw_name))
         # Peers may run as other users: give them a copy they can read whatever
         # the permissions of the source tree.
         self.helper = shutil.copy(HELPER, self.dir)
@@ -251,12 +280,16 @@ class Polkitd:
         self.log.close()
 
 
+# PMQOS_TEST_STANDIN=1: a file for the device even as root, and no write to
+# the real sysfs, to run beside another run that owns them.
+STANDIN = os.environ.get("PMQOS_TEST_STANDIN") == "1"
+
+
 class Kernel:
     """The latency device, or a file standing in for it when not root."""
 
     def __init__(self):
-        # PMQOS_TEST_STANDIN=1: a file even as root, to run beside another run that owns the device.
-        standin = os.environ.get("PMQOS_TEST_STANDIN") == "1"
+        standin = STANDIN
         if IS_ROOT and not standin:
             self.path = DEVICE
             self.real = True
@@ -431,8 +464,7 @@ class Peer:
     def __init__(self, bus, uid=None, gid=None):
         cmd = [sys.executable, bus.helper]
         if uid is not None:
-            gid = uid if gid is None else gid
-            cmd = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups", *cmd]
+            cmd = [*setpriv(uid, gid), *cmd]
         self.proc = subprocess.Popen(
             cmd, env=bus.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
         )
@@ -512,8 +544,7 @@ def forge_signal(bus, uid, destination, path, iface, member, signature, text):
     """A peer of another uid sends a signal straight to destination (a
     unique name), made to look like another sender's: the system bus lets
     any peer send signals. text is the body in GVariant text form."""
-    cmd = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups", "/usr/bin/python3", "-c",
-           FORGE_SIGNAL, json.dumps([destination, path, iface, member, signature, text])]
+    cmd = [*setpriv(uid), "/usr/bin/python3", "-c", FORGE_SIGNAL, json.dumps([destination, path, iface, member, signature, text])]
     subprocess.run(cmd, env=bus.env, check=True, timeout=30)
 
 
@@ -590,6 +621,10 @@ def rss_kib(pid):
     return int(proc_status(pid)["VmRSS"].split()[0])
 
 
+ROOT_ONLY = ("needs root: without polkitd (which needs root) pmqosd lets only root change requests, and the "
+             "test's clients, bus policy or stand-ins are root's")
+
+
 class BrokerTestCase(unittest.TestCase):
     """Each test gets a fresh bus and the device, restored after; and the
     daemon it needs, started when it needs it: by start_daemon(args, ...) when
@@ -599,11 +634,16 @@ class BrokerTestCase(unittest.TestCase):
     with_polkit: polkitd runs on the bus from before the first daemon."""
 
     daemon_args = ()
+    # As another user than root the test is skipped, saying ROOT_ONLY: what
+    # it asks pmqosd needs root. A class that runs as any user says False.
+    root_only = True
     with_polkit = False
     kernel_class = None  # the device to run on: Kernel() (the real one, or a stand-in) unless a test says
     bus_extra_config = ""  # more bus policy, for tests that run stand-ins of other services
 
     def setUp(self):
+        if self.root_only and not IS_ROOT:
+            self.skipTest(ROOT_ONLY)
         # Cleanups run even when setUp fails half-way, so no bus or daemon leaks.
         self.clients = []
         self.peers = []

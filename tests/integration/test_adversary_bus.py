@@ -24,7 +24,7 @@ from contract import (
     UPOWER_BUS_NAME,
     UPOWER_PATH,
 )
-from fixtures import BrokerTestCase, NOBODY, PMQOSCTL, TIME_SCALE, forge_signal, main, owner_of
+from fixtures import BrokerTestCase, NOBODY, PMQOSCTL, TIME_SCALE, forge_signal, main, owner_of, setpriv
 from hostenv import polkit_uid
 from adversary import AdversaryTestCase, polkit_ready, set_up_module, tear_down_module
 
@@ -81,7 +81,7 @@ class TestMessageShapes(AdversaryTestCase):
 
     def test_the_reported_crash_with_busctl(self):
         env = dict(self.bus.env)
-        r = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups", "busctl",
+        r = subprocess.run([*setpriv(NOBODY), "busctl",
                             "--system", "call", BUS_NAME, PATH, PROPS, "Set", "ssi", NATIVE_IFACE, "MinimumLatency",
                             "5"], env=env, capture_output=True, text=True, timeout=60)
         self.assertNotEqual(r.returncode, 0)

@@ -23,7 +23,7 @@ sys.path.insert(0, os.environ.get("PMQOS_PYTHONPATH", os.path.join(os.path.dirna
 import pmqos  # noqa: E402
 
 from contract import NATIVE_IFACE
-from fixtures import BrokerTestCase, NOBODY, PrivateBus, ROUNDS, cpu_hog, main, wait_for  # noqa: E402
+from fixtures import BrokerTestCase, NOBODY, PrivateBus, ROUNDS, cpu_hog, main, setpriv, wait_for  # noqa: E402
 
 
 class BindingTestCase(BrokerTestCase):
@@ -130,7 +130,7 @@ class TestClient(BindingTestCase):
                 "    sys.exit(0 if isinstance(e, PermissionError) and 'Not authorized' in str(e) else 2)\n"
                 "sys.exit(1)\n")
         env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(pmqos.__file__)))
-        proc = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
+        proc = subprocess.run([*setpriv(NOBODY),
                                "/usr/bin/python3", "-c", code], env=env)
         self.assertEqual(proc.returncode, 0)
 

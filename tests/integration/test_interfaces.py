@@ -35,6 +35,7 @@ def from_file(name):
 
 
 class TestInterfaces(BrokerTestCase):
+    root_only = False  # runs as any user
     def live(self, path):
         c = self.client()
         (xml,) = c.call("Introspect", path=path, iface=INTROSPECTABLE)

@@ -116,6 +116,7 @@ class TestDaemonLifetime(BrokerTestCase):
 
 
 class TestStartup(BrokerTestCase):
+    root_only = False  # runs as any user
     def setUp(self):
         self.kernel = Kernel()
         self.bus = PrivateBus()

@@ -13,7 +13,18 @@ import subprocess
 import time
 
 from contract import BUS_NAME, DBUS_IFACE, DBUS_NAME, DBUS_PATH, LATENCY_MAX, NATIVE_IFACE, PATH, QOS_IFACE
-from fixtures import BrokerTestCase, NOBODY, PMQOSCTL, PrivateBus, ROUNDS, cpu_hog, forge_signal, main, wait_for
+from fixtures import (
+    BrokerTestCase,
+    NOBODY,
+    PMQOSCTL,
+    PrivateBus,
+    ROUNDS,
+    cpu_hog,
+    forge_signal,
+    main,
+    setpriv,
+    wait_for,
+)
 
 
 
@@ -24,7 +35,7 @@ class CtlTestCase(BrokerTestCase):
             _ = self.daemon
         cmd = [PMQOSCTL, *args]
         if uid is not None:
-            cmd = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups", *cmd]
+            cmd = [*setpriv(uid), *cmd]
         proc = subprocess.run(cmd, env=env or self.bus.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         if check is not None:
