@@ -221,6 +221,8 @@ class PrivateBus:
                                  check=True, text=True, timeout=60).stdout.split()
         # The launcher leads a process group: the broker, the journal stand-in.
         self.launcher, self.pid = int(out[0]), int(out[1])
+        # As systemd's dbus.socket (SocketMode=0666): every user may connect.
+        os.chmod(self.socket, 0o666)
         self.address = "unix:path=" + self.socket
 
     def kill(self):

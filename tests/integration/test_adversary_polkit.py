@@ -37,7 +37,9 @@ class TestPolkitLockout(AdversaryTestCase):
 
     def test_never_answering_agent_and_140_interactive_calls(self):
         """Used to fill pmqosd's polkit connection to dbus-daemon's 128
-        pending replies: everyone else was then denied for 5 minutes."""
+        pending replies: everyone else was then denied for 5 minutes.
+        (dbus-broker has no such count but a per-user quota; the bound
+        checked here is pmqosd's own, one check a user, on either bus.)"""
         a = self.attacker(polkit_uid("plain"), "agent-flood", 140, wait=3 * TIME_SCALE)
         got = a.result(timeout=60 * TIME_SCALE)
         # One check of this user reaches polkit (and its agent); the others are refused at once.
