@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Figures of restarts: the runtime record's size and a restart's gap with the descriptor kept. */
+
+#include "bench.h"
+
+/* ---- restarts ---- */
+
+static uint32_t request_count(void) {
+        sd_bus *bus = connect_bus();
+        uint32_t n = 0;
+        int r = sd_bus_get_property_trivial(bus, BUS_NAME, PATH, NATIVE, "RequestCount", NULL, 'u', &n);
+        sd_bus_flush_close_unref(bus);
+        if (r < 0)
+                die("read RequestCount", r);
+        return n;
+}
+
+/* A notification socket nobody reads fills up, and then pmqosd blocks in
+ * sd_notify() (systemd always reads): read what has come. */
+void drain_notifications(void) {
+        while (notify_fd >= 0 && read_notification() >= 0) {
+                struct pollfd p = { .fd = notify_fd, .events = POLLIN };
+                if (poll(&p, 1, 0) <= 0)
+                        return;
+        }
+}
+
+void restart_with(const Config *c, const DaemonOptions *o) {
+        if (daemon_pid > 0)
+                stop_daemon();
+        daemon_pid = spawn_daemon(c, o);
+        if (o->notify)
+                (void) wait_ready();
+        else
+                wait_pingable();
+}
+
+/* The runtime record's price: request+cancel pairs with it and without it,
+ * pmqosd restarted between slices (one of them owns the name at a time). */
+void measure_record(const Config *c) {
+        int slices = c->quick ? 2 : 10, per = c->pairs / slices;
+        uint64_t *with = calloc((size_t) (per * slices), sizeof(uint64_t));
+        uint64_t *without = calloc((size_t) (per * slices), sizeof(uint64_t));
+        if (!with || !without)
+                die("allocate samples", ENOMEM);
+
+        for (int s = 0; s < slices; s++)
+                for (int turn = 0; turn < 2; turn++) {
+                        int mode = (turn + s) % 2; /* which goes first alternates: no order bias */
+                        restart_with(c, &(DaemonOptions){ .no_record = mode == 1, .listen_fd = -1 });
+                        sd_bus *bus = connect_bus();
+                        for (int i = 0; i < per / 10; i++)
+                                cancel(bus, request(bus, 100 + i));
+                        timed_pairs(bus, BUS_NAME, (mode ? without : with) + s * per, per, s * per);
+                        sd_bus_flush_close_unref(bus);
+                }
+        double with_us = p50_us(with, per * slices), without_us = p50_us(without, per * slices);
+        Row *r = add_row("record");
+        snprintf(r->value, sizeof(r->value), "pair p50 %.1f µs with the runtime record, %.1f without = %.3f ×", with_us,
+                 without_us, with_us / without_us);
+        snprintf(r->target, sizeof(r->target), "≤ 1.05 × without");
+        r->number = with_us / without_us;
+        r->has_target = true;
+        r->pass = r->number <= 1.05;
+        free(with);
+        free(without);
+}
+
+static void sample(int dev, int32_t bound, uint64_t *above, uint64_t *last) {
+        int32_t v = 0;
+        if (pread(dev, &v, sizeof(v), 0) != sizeof(v))
+                die("read device", errno);
+        uint64_t now = now_ns();
+        if (v > bound)
+                *above += now - *last;
+        *last = now;
+}
+
+/* SIGTERM, then a new pmqosd at once (given listen_fd as from a store, or
+ * none), the device sampled all along. Returns how long the kernel was
+ * above bound (ns); *ret_ready is the time from the new start to READY=1. */
+static uint64_t restart_and_watch(const Config *c, int listen_fd, int32_t bound, uint64_t *ret_ready) {
+        uint64_t above = 0, last;
+        int dev = open(c->device, O_RDONLY | O_CLOEXEC);
+        if (dev < 0)
+                die("open device", errno);
+        last = now_ns();
+        kill(daemon_pid, SIGTERM);
+        while (!daemon_exited(0))
+                sample(dev, bound, &above, &last);
+        uint64_t t0 = now_ns();
+        daemon_pid = spawn_daemon(c, &(DaemonOptions){ .notify = true, .listen_fd = listen_fd });
+        for (;;) {
+                sample(dev, bound, &above, &last);
+                struct pollfd p = { .fd = notify_fd, .events = POLLIN };
+                if (poll(&p, 1, 0) > 0 && read_notification())
+                        break;
+                if (now_ns() - t0 > 30ull * 1000000000u)
+                        die("pmqosd did not say READY=1", ETIMEDOUT);
+        }
+        *ret_ready = now_ns() - t0;
+        for (int i = 0; i < 100; i++) /* until pmqosd has written the bound again */
+                sample(dev, bound, &above, &last);
+        close(dev);
+        return above;
+}
+
+void measure_restart(const Config *c) {
+        int conns = 100, per = c->quick ? 10 : 100;
+        uint64_t ready_plain, ready_store;
+
+        restart_with(c, &(DaemonOptions){ .notify = true, .listen_fd = -1 });
+        sd_bus **held = calloc((size_t) conns, sizeof(sd_bus *));
+        if (!held)
+                die("allocate connections", ENOMEM);
+        hold_many(held, conns, per, 2000);
+        uint32_t n = (uint32_t) (conns * per);
+
+        /* Without a store: the device is opened anew, so the bound lapses until the new start. */
+        if (stored_fd >= 0)
+                close(stored_fd), stored_fd = -1;
+        uint64_t gap_plain = restart_and_watch(c, -1, 2000, &ready_plain);
+        bool all_plain = request_count() == n;
+        /* With one: the new pmqosd takes the descriptor the previous one handed over. */
+        if (stored_fd < 0)
+                die("pmqosd handed no descriptor over (FDSTORE=1)", EIO);
+        uint64_t gap_store = restart_and_watch(c, stored_fd, 2000, &ready_store);
+        bool all_store = request_count() == n;
+        for (int i = 0; i < conns; i++) {
+                sd_bus_flush_close_unref(held[i]);
+                drain_notifications();
+        }
+        free(held);
+
+        Row *r = add_row("restart");
+        snprintf(r->value, sizeof(r->value), "%u re-adopted, start to READY=1 %.1f ms (%.1f without the store)%s", n,
+                 (double) ready_store / 1e6, (double) ready_plain / 1e6,
+                 all_plain && all_store ? "" : "; REQUESTS LOST");
+        snprintf(r->target, sizeof(r->target), "≤ 100 ms, all %u kept", n);
+        r->number = (double) ready_store / 1e6;
+        r->has_target = true;
+        r->pass = r->number <= 100 && all_plain && all_store;
+        r = add_row("restart gap");
+        struct stat st;
+        if (stat(c->device, &st) == 0 && S_ISREG(st.st_mode)) {
+                /* Every descriptor of a file shares its content: a stored one cannot keep a bound. */
+                snprintf(r->value, sizeof(r->value), "not measurable on a stand-in file (%.2f ms without the store)",
+                         (double) gap_plain / 1e6);
+                snprintf(r->target, sizeof(r->target), "(needs the real device)");
+                r->number = -1;
+                return;
+        }
+        snprintf(r->value, sizeof(r->value), "kernel above the bound %.2f ms with the fd store, %.2f ms without",
+                 (double) gap_store / 1e6, (double) gap_plain / 1e6);
+        snprintf(r->target, sizeof(r->target), "0 with the store");
+        r->number = (double) gap_store / 1e6;
+        r->has_target = true;
+        r->pass = gap_store == 0;
+}
