@@ -113,8 +113,9 @@ class TestClients(AdversaryTestCase):
         if not polkit_ready:
             self.skipTest("needs root for the suite's users")
         # dbus-daemon refuses uids the user database does not know: the suite's own users.
-        # Both buses let each of them have 210 connections (dbus-daemon: 256 a uid; dbus-broker-launch,
-        # from the same configuration, counts per user too): what is tested is pmqosd's own bound.
+        # Both buses let each of them have 210 connections (dbus-daemon: 256 a uid; dbus-broker
+        # counts no connections but a user's bytes, fds, matches and objects): what is tested is
+        # pmqosd's own bound (512 matches), the same on both.
         uids = (NOBODY, polkit_uid("plain"), polkit_uid("slow"))
         attackers = [self.attacker(uid, "connections", 210) for uid in uids]
         for a in attackers:
