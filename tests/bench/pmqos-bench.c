@@ -63,7 +63,8 @@ static void print_rows(const Config *c) {
         }
 }
 
-int main(int argc, char *argv[]) {
+/* The command line into c; -1 to go on, else the exit status. */
+static int parse_options(int argc, char *argv[], Config *c) {
         static const struct option options[] = {
                 { "pmqosd", required_argument, NULL, 'p' },
                 { "device", required_argument, NULL, 'd' },
@@ -75,28 +76,26 @@ int main(int argc, char *argv[]) {
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
-        Config c = { .pmqosd = "pmqosd", .device = NULL };
-        const char *standin = NULL;
         int opt;
         while ((opt = getopt_long(argc, argv, "h", options, NULL)) >= 0)
                 switch (opt) {
                 case 'p':
-                        c.pmqosd = optarg;
+                        c->pmqosd = optarg;
                         break;
                 case 'd':
-                        c.device = optarg;
+                        c->device = optarg;
                         break;
                 case 'q':
-                        c.quick = true;
+                        c->quick = true;
                         break;
                 case 'j':
-                        c.json = true;
+                        c->json = true;
                         break;
                 case 'P':
-                        c.pairs_only = true;
+                        c->pairs_only = true;
                         break;
                 case 'o':
-                        c.only = optarg;
+                        c->only = optarg;
                         break;
                 case 'b':
                         if (strcmp(optarg, "dbus-daemon") != 0 && strcmp(optarg, "dbus-broker") != 0) {
@@ -115,21 +114,58 @@ int main(int argc, char *argv[]) {
                 default:
                         return 2;
                 }
+        return -1;
+}
+
+/* How much of each figure: --quick shrinks every one. */
+static void set_sizes(Config *c) {
+        if (c->quick) {
+                c->pings = 200, c->pairs = 200, c->held_conns = 10, c->held_per_conn = 100, c->throughput_secs = 1;
+                c->vanish_rounds = 3, c->vanish_requests = 100, c->idle_secs = 1, c->memory_requests = 1000;
+                c->write_ops = 1000;
+        } else {
+                c->pings = 5000, c->pairs = 3000, c->held_conns = 100, c->held_per_conn = 100, c->throughput_secs = 5;
+                c->vanish_rounds = 20, c->vanish_requests = 1000, c->idle_secs = 10, c->memory_requests = 10000;
+                c->write_ops = 10000;
+        }
+}
+
+/* The groups after the first three rows (--only picks some). */
+static void measure_groups(const Config *c, sd_bus *bus, double floor_us, double pair_us, long rss_start) {
+        if (wanted(c, "scaling"))
+                measure_scaling(c, bus, floor_us, pair_us, rss_start);
+        if (wanted(c, "throughput"))
+                measure_throughput(c);
+        if (wanted(c, "vanish"))
+                vanish_row(c);
+        if (wanted(c, "idle"))
+                measure_idle(c);
+        if (wanted(c, "writes"))
+                writes_row(c, bus);
+        if (wanted(c, "crowds"))
+                measure_crowds(c);
+        if (wanted(c, "flood"))
+                measure_flood(c, bus);
+        open_notify();
+        if (wanted(c, "record"))
+                measure_record(c);
+        if (wanted(c, "restart"))
+                measure_restart(c);
+}
+
+int main(int argc, char *argv[]) {
+        Config c = { .pmqosd = "pmqosd", .device = NULL };
+        const char *standin = NULL;
+        int status = parse_options(argc, argv, &c);
+        if (status >= 0)
+                return status;
         if (geteuid() != 0) {
                 fprintf(stderr, "SKIP: pmqos-bench needs root (requests from other users need polkit).\n");
                 return 77;
         }
         if (!c.device)
                 c.device = (standin = make_standin_device()) ? standin : "/dev/cpu_dma_latency";
-        if (c.quick) {
-                c.pings = 200, c.pairs = 200, c.held_conns = 10, c.held_per_conn = 100, c.throughput_secs = 1;
-                c.vanish_rounds = 3, c.vanish_requests = 100, c.idle_secs = 1, c.memory_requests = 1000;
-                c.write_ops = 1000;
-        } else {
-                c.pings = 5000, c.pairs = 3000, c.held_conns = 100, c.held_per_conn = 100, c.throughput_secs = 5;
-                c.vanish_rounds = 20, c.vanish_requests = 1000, c.idle_secs = 10, c.memory_requests = 10000;
-                c.write_ops = 10000;
-        }
+        set_sizes(&c);
         signal(SIGPIPE, SIG_IGN);
         signal(SIGINT, on_interrupt);
         signal(SIGTERM, on_interrupt);
@@ -166,27 +202,8 @@ int main(int argc, char *argv[]) {
         r->number = pair_us / ref_us;
         r->has_target = true;
         r->pass = r->number <= 1.10;
-        if (!c.pairs_only) {
-                if (wanted(&c, "scaling"))
-                        measure_scaling(&c, bus, floor_us, pair_us, rss_start);
-                if (wanted(&c, "throughput"))
-                        measure_throughput(&c);
-                if (wanted(&c, "vanish"))
-                        vanish_row(&c);
-                if (wanted(&c, "idle"))
-                        measure_idle(&c);
-                if (wanted(&c, "writes"))
-                        writes_row(&c, bus);
-                if (wanted(&c, "crowds"))
-                        measure_crowds(&c);
-                if (wanted(&c, "flood"))
-                        measure_flood(&c, bus);
-                open_notify();
-                if (wanted(&c, "record"))
-                        measure_record(&c);
-                if (wanted(&c, "restart"))
-                        measure_restart(&c);
-        }
+        if (!c.pairs_only)
+                measure_groups(&c, bus, floor_us, pair_us, rss_start);
 
         sd_bus_flush_close_unref(bus);
         stop_all();
