@@ -69,8 +69,7 @@ int manager_start(Manager *m, ChangeSet *ret_changes) {
         if (r >= 0)
                 sd_id128_to_string(id, bus_id);
         else
-                log_warning("Cannot read the bus's id: %s; no request of the previous run can be re-adopted.",
-                            strerror(-r));
+                log_warning_errno(r, "Cannot read the bus's id: %m; no request of the previous run can be re-adopted.");
         /* Unique names are never reused on one bus, but a new bus hands out the same ones again. */
         bool same_bus = r >= 0 && d->n_entries > 0 && strcmp(d->bus_id, bus_id) == 0;
         if (d->n_entries > 0 && !same_bus)
@@ -94,7 +93,7 @@ int manager_start(Manager *m, ChangeSet *ret_changes) {
                         continue;
                 r = client_get(&m->clients, sender, &c);
                 if (r < 0) {
-                        log_warning("Cannot track previous client %s: %s; its requests end.", sender, strerror(-r));
+                        log_warning_errno(r, "Cannot track previous client %s: %m; its requests end.", sender);
                         continue;
                 }
                 Adoption *a = &adoptions[n_adoptions++];

@@ -23,7 +23,7 @@ static void set_on_battery(Battery *b, bool on) {
                 return;
         int r = core_set_battery(b->core, on, b->core->battery_floor, &changes);
         if (r < 0) {
-                log_error("Cannot apply the battery floor: %s", strerror(-r));
+                log_error_errno(r, "Cannot apply the battery floor: %m");
                 return;
         }
         log_info("%s.", on ? "On battery" : "On mains power");
@@ -59,7 +59,7 @@ static void ask(Battery *b) {
         if (r >= 0)
                 r = sd_bus_call_async(b->bus, &b->get, call, on_get_reply, b, 0);
         if (r < 0)
-                log_warning("Cannot ask UPower whether the machine is on battery: %s", strerror(-r));
+                log_warning_errno(r, "Cannot ask UPower whether the machine is on battery: %m");
 }
 
 static int on_properties_changed(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -107,7 +107,7 @@ int battery_watch(Battery *b, sd_bus *bus) {
         if (r >= 0)
                 r = peer_watch_start(&b->upower, bus, true);
         if (r < 0) {
-                log_warning("Cannot follow UPower's OnBattery: %s; the battery floor does not apply.", strerror(-r));
+                log_warning_errno(r, "Cannot follow UPower's OnBattery: %m; the battery floor does not apply.");
                 return r;
         }
         ask(b);

@@ -86,7 +86,7 @@ static void answered(PendingCall *pc) {
         pc->state = CALL_ANSWERED;
         int r = sd_bus_enqueue_for_read(pc->calls->bus, pc->message);
         if (r < 0) {
-                log_caller_warning("Cannot process the call of %s again: %s", pc->client->name, strerror(-r));
+                log_caller_warning_errno(r, "Cannot process the call of %s again: %m", pc->client->name);
                 (void) sd_bus_reply_method_errorf(pc->message, SD_BUS_ERROR_NO_MEMORY, "Out of memory.");
                 pending_free(pc);
         }
@@ -265,7 +265,7 @@ int call_authorize(Calls *calls, sd_bus_message *message, Client *c, const char 
 
         r = auth_check(calls->auth, c->uid, c->name, action, interactive, on_auth_result, pc, &pc->query);
         if (r < 0) {
-                log_caller_warning("Cannot check authorization of %s for %s: %s", c->name, action, strerror(-r));
+                log_caller_warning_errno(r, "Cannot check authorization of %s for %s: %m", c->name, action);
                 pending_free(pc);
                 return auth_answer(AUTH_DENIED, error);
         }

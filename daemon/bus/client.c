@@ -314,7 +314,7 @@ static int on_credentials(sd_bus_message *reply, void *userdata, sd_bus_error *e
 
         r = read_credentials(reply, &uid, &pid);
         if (r < 0) {
-                log_error("The bus gave no usable credentials for %s: %s", c->name, strerror(-r));
+                log_error_errno(r, "The bus gave no usable credentials for %s: %m", c->name);
                 client_vanished(c);
                 return 0;
         }

@@ -340,8 +340,8 @@ static void start_helper(Explainer *e, uid_t uid, gid_t gid) {
         if (r >= 0)
                 r = holders_helper_start(&target, uid, gid, &e->helper_pid, &e->helper_fd);
         if (r < 0)
-                log_warning("Cannot start the holder scan helper (%s): Explain() reports external holders as unknown.",
-                            strerror(-r));
+                log_warning_errno(
+                        r, "Cannot start the holder scan helper (%m): Explain() reports external holders as unknown.");
 }
 
 int explainer_init(Explainer *e, sd_event *event, Core *core, const UnitRules *rules, uid_t uid, gid_t gid) {

@@ -42,7 +42,7 @@ static void on_departed(Client *c, void *userdata) {
          * lift hears it before the bookkeeping of a thousand requests. */
         int r = core_drop_owner(&m->core, &c->owner, &changes);
         if (r < 0)
-                log_error("Cannot lift the requests of %s from %s: %s", c->name, m->core.sink.path, strerror(-r));
+                log_error_errno(r, "Cannot lift the requests of %s from %s: %m", c->name, m->core.sink.path);
         publish_now(&m->pub, &changes);
         /* That bookkeeping takes a few hundred µs for a thousand requests; the
          * bus, and whoever waits for LatencyChanged, were just woken and run
@@ -82,7 +82,7 @@ int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config) {
         if (r >= 0)
                 r = auth_new(&m->auth, event, m->limits.max_polkit_in_flight);
         if (r < 0) {
-                log_error("Cannot set up the event loop: %s", strerror(-r));
+                log_error_errno(r, "Cannot set up the event loop: %m");
                 manager_free(m);
                 return r;
         }
@@ -136,10 +136,10 @@ void manager_set_limits(Manager *m, const Limits *limits, int32_t default_floor,
         auth_set_max_in_flight(m->auth, limits->max_polkit_in_flight);
         int r = core_set_default_floor(&m->core, default_floor, &changes);
         if (r < 0)
-                log_error("Cannot apply the new default floor: %s", strerror(-r));
+                log_error_errno(r, "Cannot apply the new default floor: %m");
         publish(&m->pub, &changes);
         r = core_set_battery(&m->core, m->core.on_battery, battery_floor, &changes);
         if (r < 0)
-                log_error("Cannot apply the new battery floor: %s", strerror(-r));
+                log_error_errno(r, "Cannot apply the new battery floor: %m");
         publish(&m->pub, &changes);
 }

@@ -188,7 +188,7 @@ static int on_publish(sd_event_source *s, void *userdata) {
         (void) sd_event_source_set_enabled(p->publish_source, SD_EVENT_OFF);
         int r = emit_properties(p, &c);
         if (r < 0)
-                log_warning("Cannot emit PropertiesChanged: %s", strerror(-r));
+                log_warning_errno(r, "Cannot emit PropertiesChanged: %m");
         if (c.latency || c.count)
                 publish_status(p);
         if (c.count)
@@ -209,7 +209,7 @@ void publish_now(Publisher *p, const ChangeSet *changes) {
                 return;
         int r = emit_compat(p, changes);
         if (r < 0)
-                log_warning("Cannot emit change signals: %s", strerror(-r));
+                log_warning_errno(r, "Cannot emit change signals: %m");
 }
 
 /* The rest of a change: the expiry timer, and what is told once a burst is over.
@@ -248,7 +248,7 @@ static int on_expiry(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) s, (void) usec;
         int r = core_expire(p->core, now_realtime_usec(), &changes);
         if (r < 0)
-                log_error("Cannot lift expired requests: %s", strerror(-r));
+                log_error_errno(r, "Cannot lift expired requests: %m");
         publish(p, &changes);
         publish_arm_expiry(p);
         return 0;

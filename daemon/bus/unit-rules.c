@@ -81,7 +81,7 @@ static void hold(RuleWatch *w) {
         const Rule *rule = &w->rule;
         int r = core_add(u->core, req, NULL, &changes);
         if (r < 0) {
-                log_error("Cannot hold the bound of %s: %s", rule->file, strerror(-r));
+                log_error_errno(r, "Cannot hold the bound of %s: %m", rule->file);
                 return;
         }
         w->req = req;
@@ -97,7 +97,7 @@ static void release(RuleWatch *w, AuditEnd how) {
         int r = core_end(w->rules->core, req, how, 0, &changes);
         if (r < 0) {
                 w->req = req; /* still there: the kernel refused */
-                log_error("Cannot lift the bound of %s: %s", w->rule.file, strerror(-r));
+                log_error_errno(r, "Cannot lift the bound of %s: %m", w->rule.file);
                 return;
         }
         publish(w->rules->pub, &changes);
@@ -133,7 +133,7 @@ static void ask_state(RuleWatch *w) {
         int r = sd_bus_call_method_async(u->bus, &w->call, SYSTEMD_NAME, w->path, "org.freedesktop.DBus.Properties",
                                          "Get", on_get, w, "ss", SYSTEMD_UNIT, "ActiveState");
         if (r < 0)
-                log_warning("Cannot ask systemd about %s: %s", w->rule.unit, strerror(-r));
+                log_warning_errno(r, "Cannot ask systemd about %s: %m", w->rule.unit);
 }
 
 static int on_properties_changed(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -178,7 +178,7 @@ static void follow(RuleWatch *w, const char *path) {
         int r = sd_bus_match_signal_async(u->bus, &w->match, SYSTEMD_NAME, w->path, "org.freedesktop.DBus.Properties",
                                           "PropertiesChanged", on_properties_changed, on_match_installed, w);
         if (r < 0) {
-                log_warning("Cannot follow %s for %s: %s", w->rule.unit, w->rule.file, strerror(-r));
+                log_warning_errno(r, "Cannot follow %s for %s: %m", w->rule.unit, w->rule.file);
                 return;
         }
         ask_state(w);
@@ -213,13 +213,13 @@ static void load(RuleWatch *w) {
                          w->rule.unit);
                 int k = sd_bus_add_match_async(u->bus, &w->unit_new, match, on_unit_new, NULL, w);
                 if (k < 0)
-                        log_warning("Cannot follow %s being loaded: %s", w->rule.unit, strerror(-k));
+                        log_warning_errno(k, "Cannot follow %s being loaded: %m", w->rule.unit);
         }
         w->call = sd_bus_slot_unref(w->call);
         int r = sd_bus_call_method_async(u->bus, &w->call, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER, "LoadUnit",
                                          on_load_unit, w, "s", w->rule.unit);
         if (r < 0)
-                log_warning("Cannot ask systemd for %s: %s", w->rule.unit, strerror(-r));
+                log_warning_errno(r, "Cannot ask systemd for %s: %m", w->rule.unit);
 }
 
 /* systemd left (or a rule went): nothing of it holds. */
@@ -260,7 +260,7 @@ static void subscribe(UnitRules *u) {
         if (r >= 0)
                 r = sd_bus_call_async(u->bus, &u->subscribe, call, on_subscribed, u, 0);
         if (r < 0)
-                log_warning("Cannot subscribe to systemd: %s; unit rules are inactive.", strerror(-r));
+                log_warning_errno(r, "Cannot subscribe to systemd: %m; unit rules are inactive.");
 }
 
 static void on_systemd_owner(PeerWatch *pw, bool arrived, void *userdata) {
@@ -301,7 +301,7 @@ int unit_rules_watch(UnitRules *u) {
         assert(u && u->bus);
         int r = peer_watch_start(&u->systemd, u->bus, false);
         if (r < 0) {
-                log_warning("Cannot follow systemd: %s; unit rules are inactive.", strerror(-r));
+                log_warning_errno(r, "Cannot follow systemd: %m; unit rules are inactive.");
                 return r;
         }
         /* No rule, no subscription: systemd sends us nothing then. */

@@ -29,8 +29,8 @@ static void open_wakeup(Core *c, const CoreConfig *config) {
         }
         int r = sink_open(&c->wakeup, config->wakeup_device);
         if (r < 0 && r != -ENOENT)
-                log_warning("Cannot open %s: %s; cpu_wakeup requests are not supported.", config->wakeup_device,
-                            strerror(-r));
+                log_warning_errno(r, "Cannot open %s: %m; cpu_wakeup requests are not supported.",
+                                  config->wakeup_device);
 }
 
 int core_init(Core *c, const CoreConfig *config) {
@@ -49,7 +49,7 @@ int core_init(Core *c, const CoreConfig *config) {
         store_init(&c->store, config->seed);
         c->state_dir = strdup(config->state_dir);
         if (!c->state_dir || cpu_sink_init(&c->cpus, config->sysfs_root) < 0) {
-                log_error("Cannot set up: %s", strerror(ENOMEM));
+                log_error_errno(ENOMEM, "Cannot set up: %m");
                 return -ENOMEM;
         }
         /* A restart under a service manager that kept our descriptor: the
@@ -57,7 +57,7 @@ int core_init(Core *c, const CoreConfig *config) {
         if (config->have_device_fd) {
                 r = sink_adopt(&c->sink, config->device, config->device_fd);
                 if (r == -ENOMEM) {
-                        log_error("Cannot set up: %s", strerror(ENOMEM));
+                        log_error_errno(ENOMEM, "Cannot set up: %m");
                         return r;
                 }
                 c->device_adopted = r >= 0;
@@ -69,7 +69,7 @@ int core_init(Core *c, const CoreConfig *config) {
         if (!c->device_adopted) {
                 r = sink_open(&c->sink, config->device);
                 if (r < 0) {
-                        log_error("Cannot open %s: %s", config->device, strerror(-r));
+                        log_error_errno(r, "Cannot open %s: %m", config->device);
                         return r;
                 }
         }
@@ -83,7 +83,7 @@ void core_done(Core *c) {
         if (c->cpus.n_originals > 0 && !c->keep_cpus) {
                 int r = cpu_sink_restore_all(&c->cpus);
                 if (r < 0)
-                        log_error("Cannot restore every CPU's pm_qos_resume_latency_us: %s", strerror(-r));
+                        log_error_errno(r, "Cannot restore every CPU's pm_qos_resume_latency_us: %m");
                 c->originals_dirty = true;
         }
         if ((c->state_dirty || c->originals_dirty) && c->state_dir)
@@ -108,8 +108,9 @@ int core_save(Core *c) {
         free(b.data);
         if (r < 0) {
                 /* Keep serving from memory; the next change tries again. */
-                log_error("Cannot save state to %s: %s; persistent requests live in memory only until it works.",
-                          c->state_dir, strerror(-r));
+                log_error_errno(r,
+                                "Cannot save state to %s: %m; persistent requests live in memory only until it works.",
+                                c->state_dir);
                 return r;
         }
         c->state_dirty = c->originals_dirty = false;
@@ -269,7 +270,7 @@ static int undo(Core *c, const Before *b, int error, ChangeSet *changes) {
         c->state_dirty = b->state_dirty;
         int r = commit(c);
         if (r < 0)
-                log_error("Cannot bring %s back after a failed write: %s", c->sink.path, strerror(-r));
+                log_error_errno(r, "Cannot bring %s back after a failed write: %m", c->sink.path);
         *changes = (ChangeSet){};
         return error;
 }
@@ -514,12 +515,12 @@ int core_load(Core *c, int64_t now) {
 
         r = durable_dir_prepare(c->state_dir, c->state_owner);
         if (r < 0) {
-                log_error("Cannot use state directory %s: %s", c->state_dir, strerror(-r));
+                log_error_errno(r, "Cannot use state directory %s: %m", c->state_dir);
                 return r;
         }
         r = state_load(c->state_dir, &d);
         if (r < 0) {
-                log_error("Cannot load state from %s: %s", c->state_dir, strerror(-r));
+                log_error_errno(r, "Cannot load state from %s: %m", c->state_dir);
                 return r;
         }
 
@@ -529,7 +530,7 @@ int core_load(Core *c, int64_t now) {
         if (d.n_originals > 0) {
                 r = cpu_sink_adopt_originals(&c->cpus, d.originals, d.n_originals);
                 if (r < 0) {
-                        log_error("Cannot take over the per-CPU latency values of the previous run: %s", strerror(-r));
+                        log_error_errno(r, "Cannot take over the per-CPU latency values of the previous run: %m");
                         state_data_done(&d);
                         return r;
                 }
@@ -618,7 +619,7 @@ int core_start(Core *c, const char *bus_id, RequestOwner *const *owners, int64_t
 
         r = commit(c);
         if (r < 0) {
-                log_error("Cannot apply the loaded latency requests: %s", strerror(-r));
+                log_error_errno(r, "Cannot apply the loaded latency requests: %m");
                 free(lines.data);
                 *changes = (ChangeSet){};
                 return r;

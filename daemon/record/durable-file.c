@@ -109,8 +109,7 @@ void durable_file_move_aside(const char *dir, const char *name, const char *why)
                         break;
         }
         if (r < 0)
-                log_error("%s is unusable (%s) and cannot be moved aside: %s; starting empty.", path, why,
-                          strerror(errno));
+                log_error_errno(errno, "%s is unusable (%s) and cannot be moved aside: %m; starting empty.", path, why);
         else
                 log_error("%s is unusable (%s); moved it to %s and starting empty.", path, why, aside);
 }

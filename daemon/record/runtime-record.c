@@ -56,9 +56,11 @@ int runtime_record_init(RuntimeRecord *rec, const char *dir, uid_t owner) {
                 return 0;
         int r = durable_dir_prepare(dir, owner);
         if (r < 0) {
-                log_warning("Cannot use runtime directory %s: %s; requests that are not persistent will not survive a "
-                            "restart of pmqosd.",
-                            dir, strerror(-r));
+                log_warning_errno(
+                        r,
+                        "Cannot use runtime directory %s: %m; requests that are not persistent will not survive a "
+                        "restart of pmqosd.",
+                        dir);
                 return r;
         }
         rec->dir = strdup(dir);
@@ -173,9 +175,10 @@ int runtime_record_start(RuntimeRecord *rec, const char *bus_id, const Store *s)
         snprintf(rec->bus_id, sizeof(rec->bus_id), "%s", bus_id);
         int r = rewrite(rec, s);
         if (r < 0)
-                log_error("Cannot write the runtime record in %s: %s; requests that are not persistent will not "
-                          "survive a restart until it works.",
-                          rec->dir, strerror(-r));
+                log_error_errno(r,
+                                "Cannot write the runtime record in %s: %m; requests that are not persistent will not "
+                                "survive a restart until it works.",
+                                rec->dir);
         return r;
 }
 
@@ -200,8 +203,8 @@ static void rewrite_logged(RuntimeRecord *rec, const Store *s) {
         bool was_failed = rec->failed;
         int r = rewrite(rec, s);
         if (r < 0 && !was_failed)
-                log_error("Cannot update the runtime record in %s: %s; trying again at the next change.", rec->dir,
-                          strerror(-r));
+                log_error_errno(r, "Cannot update the runtime record in %s: %m; trying again at the next change.",
+                                rec->dir);
         else if (r >= 0 && was_failed)
                 log_info("The runtime record in %s is up to date again.", rec->dir);
 }

@@ -172,15 +172,17 @@ static void helper_drop_privileges(uid_t uid, gid_t gid) {
         if (uid != (uid_t) -1) {
                 if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
                     setresuid(uid, uid, uid) < 0) {
-                        log_error("The holder scan helper cannot switch users: %s; it ends.", strerror(errno));
+                        log_error_errno(errno, "The holder scan helper cannot switch users: %m; it ends.");
                         _exit(1);
                 }
         }
         struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3 };
         struct __user_cap_data_struct data[2] = { { .effective = (uint32_t) keep, .permitted = (uint32_t) keep } };
         if (syscall(SYS_capset, &header, data) < 0)
-                log_warning("The holder scan helper cannot keep its capabilities (%s); it sees only what user %u may.",
-                            strerror(errno), (unsigned) getuid());
+                log_warning_errno(
+                        errno,
+                        "The holder scan helper cannot keep its capabilities (%m); it sees only what user %u may.",
+                        (unsigned) getuid());
         (void) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
 

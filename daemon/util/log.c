@@ -3,6 +3,7 @@
 
 #include "util/log.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,6 +60,32 @@ LOG_FN(log_info, 6, true)
 LOG_FN(log_warning, 4, true)
 LOG_FN(log_error, 3, true)
 
+/* "%m" is glibc's strerror(errno): errno holds error while fmt is formatted. */
+static int log_errno_va(int level, int error, const char *fmt, va_list ap) {
+        int saved = errno;
+        error = error < 0 ? -error : error;
+        errno = error;
+        log_va(level, fmt, ap);
+        errno = saved;
+        return -error;
+}
+
+#define LOG_ERRNO_FN(name, level, cond)                      \
+        int name(int error, const char *fmt, ...) {          \
+                if (!(cond))                                 \
+                        return error < 0 ? error : -error;   \
+                va_list ap;                                  \
+                va_start(ap, fmt);                           \
+                int r = log_errno_va(level, error, fmt, ap); \
+                va_end(ap);                                  \
+                return r;                                    \
+        }
+
+LOG_ERRNO_FN(log_debug_errno, 7, verbose)
+LOG_ERRNO_FN(log_info_errno, 6, true)
+LOG_ERRNO_FN(log_warning_errno, 4, true)
+LOG_ERRNO_FN(log_error_errno, 3, true)
+
 static struct {
         uint64_t window_start; /* seconds, CLOCK_MONOTONIC */
         unsigned n_logged;
@@ -67,9 +94,8 @@ static struct {
 
 static pthread_mutex_t caller_lock = PTHREAD_MUTEX_INITIALIZER; /* the polkit thread logs too */
 
-void log_caller_warning(const char *fmt, ...) {
+static void caller_warning_va(int error, const char *fmt, va_list ap) {
         struct timespec ts;
-        va_list ap;
 
         pthread_mutex_lock(&caller_lock);
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -88,10 +114,26 @@ void log_caller_warning(const char *fmt, ...) {
                 return;
         }
         caller_limit.n_logged++;
-        va_start(ap, fmt);
-        log_va(4, fmt, ap);
-        va_end(ap);
+        if (error != 0)
+                (void) log_errno_va(4, error, fmt, ap);
+        else
+                log_va(4, fmt, ap);
         pthread_mutex_unlock(&caller_lock);
+}
+
+void log_caller_warning(const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        caller_warning_va(0, fmt, ap);
+        va_end(ap);
+}
+
+int log_caller_warning_errno(int error, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        caller_warning_va(error, fmt, ap);
+        va_end(ap);
+        return error < 0 ? error : -error;
 }
 
 void log_caller_age(unsigned sec) {

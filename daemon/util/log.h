@@ -12,6 +12,14 @@ void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The same for a failure: error is a negative (or positive) errno, which
+ * "%m" in fmt spells out ("Cannot open %s: %m"). They return -|error|, so
+ * a caller can log and fail in one line; errno is left as it was. */
+int log_debug_errno(int error, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int log_info_errno(int error, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int log_warning_errno(int error, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int log_error_errno(int error, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* For failures one caller can cause at will (a polkit check that failed, a
  * caller that left mid-call): at most LOG_CALLER_BURST lines per
  * LOG_CALLER_INTERVAL_SEC, then one line saying how many were suppressed, so a
@@ -20,5 +28,6 @@ void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define LOG_CALLER_BURST 20u
 #define LOG_CALLER_INTERVAL_SEC 10u
 void log_caller_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int log_caller_warning_errno(int error, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* For tests: moves the current window sec seconds into the past. */
 void log_caller_age(unsigned sec);

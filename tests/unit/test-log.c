@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit test of the rate limit on lines a caller can cause: a flood gives
- * LOG_CALLER_BURST lines, then one line counting what was suppressed. */
+/* Unit test of the log: lines cut at a character, the rate limit on lines
+ * a caller can cause (a flood gives LOG_CALLER_BURST lines, then one line
+ * counting what was suppressed), and log_*_errno()'s "%m". */
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,11 +57,37 @@ START_TEST(test_flood_is_cut) {
 }
 END_TEST
 
+static int errno_results[3];
+static int errno_after;
+
+static void errno_lines(void) {
+        errno = EINTR;
+        errno_results[0] = log_error_errno(-ENOENT, "Cannot open %s: %m", "/x");
+        errno_results[1] = log_warning_errno(EACCES, "Cannot write: %m; going on.");
+        errno_results[2] = log_caller_warning_errno(-EBADMSG, "caller %d: %m", 7);
+        errno_after = errno;
+}
+
+START_TEST(test_errno_spelled_out) {
+        char *out = unit_capture_stderr(errno_lines);
+        ck_assert_uint_eq(unit_count(out, "Cannot open /x: No such file or directory\n"), 1);
+        ck_assert_uint_eq(unit_count(out, "Cannot write: Permission denied; going on.\n"), 1);
+        ck_assert_uint_eq(unit_count(out, "caller 7: Bad message\n"), 1);
+        free(out);
+        /* A negative errno either way, to fail with; errno itself left alone. */
+        ck_assert_int_eq(errno_results[0], -ENOENT);
+        ck_assert_int_eq(errno_results[1], -EACCES);
+        ck_assert_int_eq(errno_results[2], -EBADMSG);
+        ck_assert_int_eq(errno_after, EINTR);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("log");
         TCase *tc = tcase_create("log");
         tcase_add_test(tc, test_flood_is_cut);
         tcase_add_test(tc, test_long_line_cut_at_a_character);
+        tcase_add_test(tc, test_errno_spelled_out);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_NOFORK);
 }
