@@ -58,6 +58,51 @@ static int parse_number(const char *s, long long min, long long max, long long *
         return 0;
 }
 
+/* One Key=Value into c: its CONFIG_SET_* bit in *ret_bit; 0 with *ret_expect
+ * set for a value that is not what the key takes; -ENOKEY for a key that is
+ * not known; -ENOMEM. */
+static int parse_key(Config *c, const char *key, const char *value, unsigned *ret_bit, const char **ret_expect) {
+        long long v;
+
+        *ret_expect = NULL;
+        for (size_t i = 0; i < ELEMENTSOF(number_keys); i++) {
+                const NumberKey *nk = &number_keys[i];
+                if (strcmp(key, nk->key) != 0)
+                        continue;
+                *ret_bit = nk->bit;
+                if (parse_number(value, nk->min, nk->max, &v) < 0)
+                        *ret_expect = nk->expect;
+                else if (nk->is_u32)
+                        *(uint32_t *) ((char *) &c->limits + nk->offset) = (uint32_t) v;
+                else
+                        *(unsigned *) ((char *) &c->limits + nk->offset) = (unsigned) v;
+                return 0;
+        }
+        if (strcmp(key, "DefaultMinimumLatency") == 0 || strcmp(key, "OnBatteryMinimumLatency") == 0) {
+                bool battery = key[0] == 'O';
+                int32_t *floor = battery ? &c->battery_floor : &c->default_floor;
+                *ret_bit = battery ? CONFIG_SET_BATTERY_FLOOR : CONFIG_SET_DEFAULT_FLOOR;
+                if (strcmp(value, "none") == 0)
+                        *floor = PMQOS_LATENCY_NONE;
+                else if (parse_number(value, 0, PMQOS_LATENCY_MAX_US, &v) < 0)
+                        *ret_expect = "microseconds (0 … 2000000000) or \"none\"";
+                else
+                        *floor = (int32_t) v;
+                return 0;
+        }
+        if (strcmp(key, "StateDirectory") == 0) {
+                *ret_bit = CONFIG_SET_STATE_DIR;
+                if (value[0] != '/' || strlen(value) > 1024) {
+                        *ret_expect = "an absolute path";
+                        return 0;
+                }
+                free(c->state_dir);
+                c->state_dir = strdup(value);
+                return c->state_dir ? 0 : -ENOMEM;
+        }
+        return -ENOKEY;
+}
+
 int config_parse(const char *path, const char *text, size_t len, Config *ret, unsigned *ret_set, char *err,
                  size_t err_size) {
         Config c = *ret;
@@ -72,7 +117,8 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                 return r;
         }
         for (char *l; (l = key_file_next(&f));) {
-                unsigned lineno = f.lineno;
+                unsigned lineno = f.lineno, bit = 0;
+                const char *expect;
                 char *key, *value;
                 if (strcmp(l, "[pmqosd]") == 0)
                         continue;
@@ -81,46 +127,8 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                         r = -EINVAL;
                         break;
                 }
-                long long v;
-                unsigned bit;
-                const char *expect = NULL;
-
-                const NumberKey *nk = NULL;
-                for (size_t i = 0; i < ELEMENTSOF(number_keys); i++)
-                        if (strcmp(key, number_keys[i].key) == 0)
-                                nk = &number_keys[i];
-
-                if (nk) {
-                        bit = nk->bit;
-                        if (parse_number(value, nk->min, nk->max, &v) < 0)
-                                expect = nk->expect;
-                        else if (nk->is_u32)
-                                *(uint32_t *) ((char *) &c.limits + nk->offset) = (uint32_t) v;
-                        else
-                                *(unsigned *) ((char *) &c.limits + nk->offset) = (unsigned) v;
-                } else if (strcmp(key, "DefaultMinimumLatency") == 0 || strcmp(key, "OnBatteryMinimumLatency") == 0) {
-                        bool battery = key[0] == 'O';
-                        int32_t *floor = battery ? &c.battery_floor : &c.default_floor;
-                        bit = battery ? CONFIG_SET_BATTERY_FLOOR : CONFIG_SET_DEFAULT_FLOOR;
-                        if (strcmp(value, "none") == 0)
-                                *floor = PMQOS_LATENCY_NONE;
-                        else if (parse_number(value, 0, PMQOS_LATENCY_MAX_US, &v) < 0)
-                                expect = "microseconds (0 … 2000000000) or \"none\"";
-                        else
-                                *floor = (int32_t) v;
-                } else if (strcmp(key, "StateDirectory") == 0) {
-                        bit = CONFIG_SET_STATE_DIR;
-                        if (value[0] != '/' || strlen(value) > 1024)
-                                expect = "an absolute path";
-                        else {
-                                free(c.state_dir);
-                                c.state_dir = strdup(value);
-                                if (!c.state_dir) {
-                                        r = -ENOMEM;
-                                        break;
-                                }
-                        }
-                } else {
+                r = parse_key(&c, key, value, &bit, &expect);
+                if (r == -ENOKEY) {
                         snprintf(err, err_size,
                                  "%s:%u: %.40s: unknown key (known: MaxRequestsPerConnection, MaxRequestsPerUser, "
                                  "MaxTimeoutSec, MaxUnprivilegedTimeoutSec, MaxPendingPerConnection, "
@@ -128,8 +136,9 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                                  "DefaultMinimumLatency, OnBatteryMinimumLatency, StateDirectory)",
                                  path, lineno, key);
                         r = -EINVAL;
-                        break;
                 }
+                if (r < 0)
+                        break;
                 if (expect) {
                         snprintf(err, err_size, "%s:%u: %s: invalid value \"%.40s\", expected %s", path, lineno, key,
                                  value, expect);

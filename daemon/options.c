@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* pmqosd's command line and configuration file, made one configuration:
+ * the file's keys, except those the command line gave. */
+
+#include "options.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "util/macro.h"
+
+#define DEFAULT_DEVICE "/dev/cpu_dma_latency"
+#define DEFAULT_WAKEUP_DEVICE "/dev/cpu_wakeup_latency"
+#define DEFAULT_STATE_DIR "/var/lib/pmqos"
+#define DEFAULT_RUNTIME_DIR "/run/pmqos"
+#define DEFAULT_SYSFS_ROOT "/sys"
+
+#define LIMIT_MAX 100000000u
+
+static void help(void) {
+        printf("Usage: pmqosd [OPTIONS]\n"
+               "Broker of CPU latency requests on the system bus (%s).\n\n"
+               "  --device PATH     the latency device (default %s)\n"
+               "  --wakeup-device PATH\n"
+               "                    the wakeup latency device, for cpu_wakeup (default %s,\n"
+               "                    where the kernel has it; \"\" for none)\n"
+               "  --config PATH     configuration file (default %s)\n"
+               "  --state-dir DIR   where persistent state lives (default %s)\n"
+               "  --runtime-dir DIR where the record of connection-bound requests lives, for\n"
+               "                    restarts (default $RUNTIME_DIRECTORY or %s; \"\" for none)\n"
+               "  --sysfs-root DIR  where per-CPU latency files are found (default %s,\n"
+               "                    or $PMQOS_SYSFS_ROOT)\n"
+               "  --max-timeout SECONDS\n"
+               "                    longest \"timeout\" a request may have (default %u)\n"
+               "  --max-requests-per-connection N\n"
+               "                    live requests one connection may hold (default %u)\n"
+               "  --max-requests-per-uid N\n"
+               "                    live requests one user may hold (default %u; root is exempt)\n"
+               "  --user NAME       after opening the device and CPU files, run as NAME with\n"
+               "                    no capabilities\n"
+               "  --rules-dir DIR   read unit rules from DIR only (default %s, then %s)\n"
+               "  --upower-name     also own org.freedesktop.UPower, when it is free, for\n"
+               "                    clients that hard-code UPower's name\n"
+               "  --verbose         log every request\n"
+               "  --version         print the version and exit\n"
+               "  --help            print this help and exit\n",
+               PMQOS_BUS_NAME, DEFAULT_DEVICE, DEFAULT_WAKEUP_DEVICE, PMQOS_DEFAULT_CONFIG, DEFAULT_STATE_DIR,
+               DEFAULT_RUNTIME_DIR, DEFAULT_SYSFS_ROOT, LIMITS_DEFAULT.max_timeout_sec,
+               LIMITS_DEFAULT.max_per_connection, LIMITS_DEFAULT.max_per_uid, PMQOS_RULES_DIR_ETC, PMQOS_RULES_DIR_LIB);
+}
+
+static int parse_limit(const char *s, unsigned *ret) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(s, &end, 10);
+        if (errno != 0 || end == s || *end != 0 || s[0] == '-' || v < 1 || v > LIMIT_MAX)
+                return -EINVAL;
+        *ret = (unsigned) v;
+        return 0;
+}
+
+static void options_default(Options *o) {
+        const char *env_root = getenv("PMQOS_SYSFS_ROOT");
+        const char *env_runtime = getenv("RUNTIME_DIRECTORY"); /* the unit's RuntimeDirectory= */
+        *o = (Options) {
+                .config = {
+                        .core = {
+                                .device = DEFAULT_DEVICE,
+                                .wakeup_device = DEFAULT_WAKEUP_DEVICE,
+                                .wakeup_fd = -1,
+                                .state_dir = DEFAULT_STATE_DIR,
+                                .runtime_dir = env_runtime && *env_runtime ? env_runtime : DEFAULT_RUNTIME_DIR,
+                                .device_fd = -1,
+                                .sysfs_root = env_root && *env_root ? env_root : DEFAULT_SYSFS_ROOT,
+                                .default_floor = PMQOS_LATENCY_NONE,
+                                .battery_floor = PMQOS_LATENCY_NONE,
+                        },
+                        .limits = LIMITS_DEFAULT,
+                },
+                .config_path = PMQOS_DEFAULT_CONFIG,
+                .rules_dirs = { PMQOS_RULES_DIR_ETC, PMQOS_RULES_DIR_LIB },
+                .n_rules_dirs = 2,
+        };
+}
+
+/* --max-timeout and the two request limits: numbers the file may also set. */
+static int set_limit_option(Options *o, const char *arg, unsigned bit, unsigned *target) {
+        o->cli_set |= bit;
+        if (parse_limit(arg, target) < 0) {
+                fprintf(stderr, "pmqosd: invalid number \"%s\"; give one from 1 to %u.\n", arg, LIMIT_MAX);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* The options' codes: above every character getopt_long() can return. */
+enum {
+        ARG_DEVICE = 0x100,
+        ARG_WAKEUP_DEVICE,
+        ARG_STATE_DIR,
+        ARG_RUNTIME_DIR,
+        ARG_CONFIG,
+        ARG_UPOWER_NAME,
+        ARG_USER,
+        ARG_SYSFS_ROOT,
+        ARG_MAX_TIMEOUT,
+        ARG_MAX_PER_CONNECTION,
+        ARG_MAX_PER_UID,
+        ARG_VERBOSE,
+        ARG_RULES_DIR,
+        ARG_VERSION,
+        ARG_HELP
+};
+
+/* One option of the command line: 1 to go on, 0 to exit successfully
+ * (--help, --version), negative on a usage error. */
+static int apply_option(Options *o, int c, const char *arg) {
+        switch (c) {
+        case ARG_DEVICE:
+                o->config.core.device = arg;
+                break;
+        case ARG_WAKEUP_DEVICE:
+                o->config.core.wakeup_device = arg;
+                break;
+        case ARG_STATE_DIR:
+                o->config.core.state_dir = arg;
+                o->cli_set |= CONFIG_SET_STATE_DIR;
+                break;
+        case ARG_RUNTIME_DIR:
+                o->config.core.runtime_dir = arg;
+                break;
+        case ARG_USER:
+                o->user = arg;
+                break;
+        case ARG_UPOWER_NAME:
+                o->upower_name = true;
+                break;
+        case ARG_CONFIG:
+                o->config_path = arg;
+                o->config_path_given = true;
+                break;
+        case ARG_SYSFS_ROOT:
+                o->config.core.sysfs_root = arg;
+                break;
+        case ARG_MAX_TIMEOUT:
+                if (set_limit_option(o, arg, CONFIG_SET_MAX_TIMEOUT, &o->config.limits.max_timeout_sec) < 0)
+                        return -EINVAL;
+                break;
+        case ARG_MAX_PER_CONNECTION:
+                if (set_limit_option(o, arg, CONFIG_SET_MAX_PER_CONNECTION, &o->config.limits.max_per_connection) < 0)
+                        return -EINVAL;
+                break;
+        case ARG_MAX_PER_UID:
+                if (set_limit_option(o, arg, CONFIG_SET_MAX_PER_UID, &o->config.limits.max_per_uid) < 0)
+                        return -EINVAL;
+                break;
+        case ARG_VERBOSE:
+                o->verbose = true;
+                break;
+        case ARG_RULES_DIR:
+                o->rules_dirs[0] = arg;
+                o->n_rules_dirs = 1;
+                break;
+        case ARG_VERSION:
+                printf("pmqosd %s\n", PMQOS_VERSION);
+                return 0;
+        case ARG_HELP:
+                help();
+                return 0;
+        default:
+                return -EINVAL;
+        }
+        return 1;
+}
+
+int options_parse_argv(int argc, char *argv[], Options *o) {
+        static const struct option options[] = {
+                { "device", required_argument, NULL, ARG_DEVICE },
+                { "wakeup-device", required_argument, NULL, ARG_WAKEUP_DEVICE },
+                { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "runtime-dir", required_argument, NULL, ARG_RUNTIME_DIR },
+                { "config", required_argument, NULL, ARG_CONFIG },
+                { "upower-name", no_argument, NULL, ARG_UPOWER_NAME },
+                { "user", required_argument, NULL, ARG_USER },
+                { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
+                { "max-timeout", required_argument, NULL, ARG_MAX_TIMEOUT },
+                { "max-requests-per-connection", required_argument, NULL, ARG_MAX_PER_CONNECTION },
+                { "max-requests-per-uid", required_argument, NULL, ARG_MAX_PER_UID },
+                { "verbose", no_argument, NULL, ARG_VERBOSE },
+                { "rules-dir", required_argument, NULL, ARG_RULES_DIR },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "help", no_argument, NULL, ARG_HELP },
+                {},
+        };
+        int c, r;
+
+        options_default(o);
+        while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
+                if ((r = apply_option(o, c, optarg)) <= 0)
+                        return r;
+        if (optind < argc) {
+                fprintf(stderr, "pmqosd: unexpected argument \"%s\"; see --help.\n", argv[optind]);
+                return -EINVAL;
+        }
+        return 1;
+}
+
+/* The file's values, except for the keys the command line gave: the
+ * command line wins for those. Takes c's strings. */
+static void apply_config(Options *o, Config *c, unsigned set, char **ret_state_dir) {
+        Limits cli = o->config.limits;
+        o->config.limits = c->limits;
+        if (o->cli_set & CONFIG_SET_MAX_PER_CONNECTION)
+                o->config.limits.max_per_connection = cli.max_per_connection;
+        if (o->cli_set & CONFIG_SET_MAX_PER_UID)
+                o->config.limits.max_per_uid = cli.max_per_uid;
+        if (o->cli_set & CONFIG_SET_MAX_TIMEOUT)
+                o->config.limits.max_timeout_sec = cli.max_timeout_sec;
+        o->config.core.default_floor = c->default_floor;
+        o->config.core.battery_floor = c->battery_floor;
+        if ((set & CONFIG_SET_STATE_DIR) && !(o->cli_set & CONFIG_SET_STATE_DIR))
+                *ret_state_dir = TAKE_PTR(c->state_dir);
+        config_done(c);
+}
+
+/* Reads the configuration file into o->config, keeping command-line values.
+ * A missing default file is fine; a missing explicit one or a bad one is not.
+ * On error nothing in o->config changes. */
+int options_load_config(Options *o, char **ret_state_dir) {
+        char buf[CONFIG_FILE_MAX + 1], err[512];
+        Config c = {
+                .limits = LIMITS_DEFAULT,
+                .default_floor = PMQOS_LATENCY_NONE,
+                .battery_floor = PMQOS_LATENCY_NONE,
+        };
+        unsigned set = 0;
+        ssize_t n = 0;
+
+        *ret_state_dir = NULL;
+        int fd = open(o->config_path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                int k = errno;
+                if (k == ENOENT && !o->config_path_given) {
+                        apply_config(o, &c, 0, ret_state_dir);
+                        return 0;
+                }
+                log_error_errno(k, "Cannot read configuration %s: %m", o->config_path);
+                return -k;
+        }
+        n = read(fd, buf, sizeof(buf));
+        int saved = errno;
+        close(fd);
+        if (n < 0) {
+                log_error_errno(saved, "Cannot read configuration %s: %m", o->config_path);
+                return -saved;
+        }
+        int r = config_parse(o->config_path, buf, (size_t) n, &c, &set, err, sizeof(err));
+        if (r < 0) {
+                if (r == -EINVAL)
+                        log_error("Bad configuration: %s", err);
+                else
+                        log_error_errno(r, "Bad configuration: %m");
+                return r;
+        }
+        apply_config(o, &c, set, ret_state_dir);
+        return 0;
+}
+
+int options_load_rules(const Options *o, RuleSet *ret) {
+        char err[512];
+        int r = rules_load(o->rules_dirs, o->n_rules_dirs, ret, err, sizeof(err));
+        if (r < 0)
+                log_error("Bad unit rule: %s", err);
+        return r;
+}
+
+int options_resolve_user(Options *o, struct passwd *ret) {
+        *ret = (struct passwd){};
+        o->config.core.state_owner = geteuid();
+        o->config.helper_uid = (uid_t) -1;
+        o->config.helper_gid = (gid_t) -1;
+        if (!o->user)
+                return 0;
+        errno = 0;
+        struct passwd *pw = getpwnam(o->user);
+        if (!pw) {
+                if (errno)
+                        return log_error_errno(errno, "Cannot run as user %s: %m", o->user);
+                log_error("Cannot run as user %s: no such user", o->user);
+                return -ESRCH;
+        }
+        /* Only what dropping privileges needs; the name is argv's, which lives on. */
+        *ret = (struct passwd){ .pw_name = (char *) o->user, .pw_uid = pw->pw_uid, .pw_gid = pw->pw_gid };
+        o->config.core.state_owner = pw->pw_uid;
+        o->config.helper_uid = pw->pw_uid;
+        o->config.helper_gid = pw->pw_gid;
+        return 0;
+}

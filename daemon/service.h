@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* pmqosd and its service manager (service.c): the descriptor store, the
+ * restart job, and the privilege drop. */
+#pragma once
+
+#include <pwd.h>
+#include <stdbool.h>
+#include <systemd/sd-bus.h>
+
+#include "bus/manager.h"
+#include "core/core.h"
+#include "record/runtime-record.h"
+
+/* A restart under systemd: the devices' descriptors come back from the
+ * store (LISTEN_FDS, by name) into core; anything else passed is closed. */
+void service_take_stored_fds(CoreConfig *core);
+/* The service manager keeps a copy of the devices' descriptors, so that the
+ * kernel keeps our bounds while we restart; a stop releases them. */
+void service_store_device_fds(Manager *m, const CoreConfig *core);
+/* Whether the service manager stops us only to start us again (systemctl
+ * restart, a package upgrade): our unit's pending job is a restart. */
+bool service_restart_pending(sd_bus *bus);
+/* Becomes pw: no root, no capabilities, no way back, the state directory
+ * and the runtime record handed over first. Logged on failure. */
+int service_drop_privileges(const struct passwd *pw, const char *state_dir, RuntimeRecord *record);
