@@ -11,6 +11,7 @@
  * Only the main thread ever touches the daemon's state or runs callbacks. */
 
 #include "bus/auth.h"
+#include "bus/auth-thread.h"
 
 #include <errno.h>
 #include <gio/gio.h>
@@ -24,68 +25,6 @@
 #include "util/hashmap.h"
 #include "util/log.h"
 
-/* polkitd answers a non-interactive check in milliseconds; past this it is
- * wedged and the caller is better off with a prompt "no" (fail closed). */
-#define AUTH_TIMEOUT_MS 5000
-/* A person typing a password gets longer, as D-Bus gives a method call. */
-#define AUTH_INTERACTIVE_TIMEOUT_MS (5 * 60 * 1000)
-
-struct AuthQuery {
-        Auth *auth;
-        char *bus_name;
-        char *action;
-        bool interactive;
-        AuthCallback callback;
-        void *userdata;
-        bool cancelled;    /* main thread only */
-        AuthResult result; /* written by the GLib thread before queueing */
-        GCancellable *cancellable;
-        guint timeout_id;                 /* GLib thread only */
-        AuthQuery *next;                  /* in the result queue */
-        AuthQuery *live_prev, *live_next; /* main thread: every query not yet delivered */
-        bool waiting;                     /* main thread: not yet handed to polkit */
-        bool in_flight;                   /* main thread: handed to polkit, not yet answered */
-        uint32_t owner;                   /* the caller's uid, for fair turns */
-        AuthQuery *wait_prev, *wait_next;
-        /* One check answers every identical one asked while it is live (same
-         * caller, action and interactivity): the first is the leader, the
-         * others its twins, which polkitd never sees. */
-        char *key;
-        AuthQuery *leader;                /* set on a twin */
-        AuthQuery *twins_head;            /* on a leader */
-        AuthQuery *twin_prev, *twin_next; /* on a twin */
-};
-
-/* Checks of one user that polkitd has at once. */
-typedef struct OwnerCount {
-        uint32_t owner;
-        unsigned n;
-} OwnerCount;
-
-struct Auth {
-        sd_event_source *event_source;
-        int efd;
-        GMainContext *context;
-        GMainLoop *loop;
-        GThread *thread;
-
-        /* GLib thread only. */
-        PolkitAuthority *authority;
-        unsigned in_flight;
-        bool stopping;
-
-        GMutex lock; /* guards the result queue */
-        AuthQuery *done_head, *done_tail;
-
-        AuthQuery *live; /* main thread */
-        /* Main thread: checks handed to polkit and not yet answered, at most
-         * max_in_flight; the rest wait here, first come first served. */
-        unsigned n_in_flight, max_in_flight;
-        AuthQuery *wait_head, *wait_tail;
-        Hashmap in_flight_by_owner; /* uid → OwnerCount, while it has checks at polkitd */
-        Hashmap leaders;            /* key → the live leader that twins may join */
-};
-
 static AuthQuery *query_free(AuthQuery *q) {
         if (q) {
                 g_clear_object(&q->cancellable);
@@ -94,134 +33,6 @@ static AuthQuery *query_free(AuthQuery *q) {
                 free(q->key);
                 free(q);
         }
-        return NULL;
-}
-
-/* ---- GLib thread ---- */
-
-static void thread_maybe_quit(Auth *a) {
-        if (a->stopping && a->in_flight == 0)
-                g_main_loop_quit(a->loop);
-}
-
-static void thread_deliver(AuthQuery *q) {
-        Auth *a = q->auth;
-
-        if (q->timeout_id) {
-                GSource *timeout = g_main_context_find_source_by_id(a->context, q->timeout_id);
-                if (timeout)
-                        g_source_destroy(timeout);
-                q->timeout_id = 0;
-        }
-
-        g_mutex_lock(&a->lock);
-        q->next = NULL;
-        if (a->done_tail)
-                a->done_tail->next = q;
-        else
-                a->done_head = q;
-        a->done_tail = q;
-        g_mutex_unlock(&a->lock);
-
-        uint64_t one = 1;
-        if (write(a->efd, &one, sizeof(one)) < 0)
-                log_error("Cannot wake the main loop for a polkit answer: %m");
-
-        a->in_flight--;
-        thread_maybe_quit(a);
-}
-
-static gboolean on_check_timeout(gpointer userdata) {
-        AuthQuery *q = userdata;
-        q->timeout_id = 0;
-        log_caller_warning("polkit did not answer about %s for %s in time; denying.", q->action, q->bus_name);
-        g_cancellable_cancel(q->cancellable);
-        return G_SOURCE_REMOVE;
-}
-
-static void on_check_done(GObject *source, GAsyncResult *res, gpointer userdata) {
-        AuthQuery *q = userdata;
-        g_autoptr(GError) error = NULL;
-
-        g_autoptr(PolkitAuthorizationResult) result =
-                polkit_authority_check_authorization_finish(POLKIT_AUTHORITY(source), res, &error);
-        if (!result) {
-                if (!g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-                        log_caller_warning("polkit check of %s for %s failed: %s", q->action, q->bus_name,
-                                           error->message);
-                q->result = AUTH_DENIED;
-        } else if (polkit_authorization_result_get_is_authorized(result))
-                q->result = AUTH_ALLOWED;
-        else if (polkit_authorization_result_get_is_challenge(result) && !q->interactive)
-                q->result = AUTH_CHALLENGE;
-        else
-                q->result = AUTH_DENIED;
-
-        thread_deliver(q);
-}
-
-static PolkitAuthority *thread_authority(Auth *a) {
-        g_autoptr(GError) error = NULL;
-
-        if (a->authority)
-                return a->authority;
-
-        /* pmqosd owns its exit: losing the bus must not raise SIGTERM behind its back. */
-        g_autoptr(GDBusConnection) bus = g_bus_get_sync(G_BUS_TYPE_SYSTEM, NULL, &error);
-        if (!bus) {
-                log_warning("polkit unreachable: cannot connect to the system bus: %s", error->message);
-                return NULL;
-        }
-        g_dbus_connection_set_exit_on_close(bus, FALSE);
-
-        a->authority = polkit_authority_get_sync(NULL, &error);
-        if (!a->authority)
-                log_warning("polkit unreachable: %s", error->message);
-        return a->authority;
-}
-
-static gboolean thread_start_check(gpointer userdata) {
-        AuthQuery *q = userdata;
-        Auth *a = q->auth;
-
-        a->in_flight++;
-        PolkitAuthority *authority = thread_authority(a);
-        if (!authority || g_cancellable_is_cancelled(q->cancellable)) {
-                q->result = AUTH_DENIED;
-                thread_deliver(q);
-                return G_SOURCE_REMOVE;
-        }
-
-        g_autoptr(PolkitSubject) subject = polkit_system_bus_name_new(q->bus_name);
-        PolkitCheckAuthorizationFlags flags = q->interactive ? POLKIT_CHECK_AUTHORIZATION_FLAGS_ALLOW_USER_INTERACTION
-                                                             : POLKIT_CHECK_AUTHORIZATION_FLAGS_NONE;
-        /* g_timeout_add() would attach to the global default context: use ours. */
-        g_autoptr(GSource) timeout =
-                g_timeout_source_new(q->interactive ? AUTH_INTERACTIVE_TIMEOUT_MS : AUTH_TIMEOUT_MS);
-        g_source_set_callback(timeout, on_check_timeout, q, NULL);
-        q->timeout_id = g_source_attach(timeout, a->context);
-        polkit_authority_check_authorization(authority, subject, q->action, NULL, flags, q->cancellable, on_check_done,
-                                             q);
-        return G_SOURCE_REMOVE;
-}
-
-static gboolean thread_stop(gpointer userdata) {
-        Auth *a = userdata;
-        a->stopping = true;
-        thread_maybe_quit(a);
-        return G_SOURCE_REMOVE;
-}
-
-static gpointer thread_main(gpointer userdata) {
-        Auth *a = userdata;
-
-        g_main_context_push_thread_default(a->context);
-        g_main_loop_run(a->loop);
-        g_clear_object(&a->authority);
-        /* Let GDBus finish what the authority's teardown queued. */
-        while (g_main_context_iteration(a->context, FALSE))
-                ;
-        g_main_context_pop_thread_default(a->context);
         return NULL;
 }
 
@@ -288,7 +99,7 @@ static int dispatch(Auth *a, AuthQuery *q) {
         c->n++;
         q->in_flight = true;
         a->n_in_flight++;
-        g_main_context_invoke(a->context, thread_start_check, q);
+        g_main_context_invoke(a->context, auth_thread_start_check, q);
         return 0;
 }
 
@@ -386,7 +197,7 @@ int auth_new(Auth **ret, sd_event *event, unsigned max_in_flight) {
 
         a->context = g_main_context_new();
         a->loop = g_main_loop_new(a->context, FALSE);
-        a->thread = g_thread_new("pmqosd-polkit", thread_main, a);
+        a->thread = g_thread_new("pmqosd-polkit", auth_thread_main, a);
         *ret = a;
         return 0;
 }
@@ -407,7 +218,7 @@ Auth *auth_free(Auth *a) {
         }
         while (a->wait_head)
                 wait_unlink(a, a->wait_head); /* still on the live list, freed below */
-        g_main_context_invoke(a->context, thread_stop, a);
+        g_main_context_invoke(a->context, auth_thread_stop, a);
         g_thread_join(a->thread);
 
         while (a->done_head) {

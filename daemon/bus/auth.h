@@ -6,20 +6,12 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
+#include "bus/auth-types.h"
+
 #define ACTION_REQUEST_LATENCY "org.freedesktop.pmqos.request-latency"
 #define ACTION_REQUEST_LATENCY_PERSISTENT "org.freedesktop.pmqos.request-latency-persistent"
 #define ACTION_CANCEL_REQUEST "org.freedesktop.pmqos.cancel-request"
 #define ACTION_SET_MINIMUM_LATENCY "org.freedesktop.pmqos.set-minimum-latency"
-
-typedef enum AuthResult {
-        AUTH_ALLOWED,
-        AUTH_DENIED,
-        AUTH_CHALLENGE, /* polkit would ask, but the caller did not allow interaction */
-} AuthResult;
-
-typedef struct Auth Auth;
-typedef struct AuthQuery AuthQuery;
-typedef void (*AuthCallback)(AuthResult result, void *userdata);
 
 /* At most max_in_flight checks are handed to polkitd at once (its answers
  * share one bus connection, which dbus-daemon lets wait for 128 replies);

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The polkit thread (auth-thread.c) and what the main thread's half
+ * (auth.c) shares with it: a query, the checker, and the thread's entry
+ * points. Only auth.c includes it. */
+#pragma once
+
+#include <gio/gio.h>
+#include <polkit/polkit.h>
+#include <systemd/sd-event.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bus/auth-types.h"
+#include "util/hashmap.h"
+
+/* polkitd answers a non-interactive check in milliseconds; past this it is
+ * wedged and the caller is better off with a prompt "no" (fail closed). */
+#define AUTH_TIMEOUT_MS 5000
+/* A person typing a password gets longer, as D-Bus gives a method call. */
+#define AUTH_INTERACTIVE_TIMEOUT_MS (5 * 60 * 1000)
+
+struct AuthQuery {
+        Auth *auth;
+        char *bus_name;
+        char *action;
+        bool interactive;
+        AuthCallback callback;
+        void *userdata;
+        bool cancelled;    /* main thread only */
+        AuthResult result; /* written by the GLib thread before queueing */
+        GCancellable *cancellable;
+        guint timeout_id;                 /* GLib thread only */
+        AuthQuery *next;                  /* in the result queue */
+        AuthQuery *live_prev, *live_next; /* main thread: every query not yet delivered */
+        bool waiting;                     /* main thread: not yet handed to polkit */
+        bool in_flight;                   /* main thread: handed to polkit, not yet answered */
+        uint32_t owner;                   /* the caller's uid, for fair turns */
+        AuthQuery *wait_prev, *wait_next;
+        /* One check answers every identical one asked while it is live (same
+         * caller, action and interactivity): the first is the leader, the
+         * others its twins, which polkitd never sees. */
+        char *key;
+        AuthQuery *leader;                /* set on a twin */
+        AuthQuery *twins_head;            /* on a leader */
+        AuthQuery *twin_prev, *twin_next; /* on a twin */
+};
+
+/* Checks of one user that polkitd has at once. */
+typedef struct OwnerCount {
+        uint32_t owner;
+        unsigned n;
+} OwnerCount;
+
+struct Auth {
+        sd_event_source *event_source;
+        int efd;
+        GMainContext *context;
+        GMainLoop *loop;
+        GThread *thread;
+
+        /* GLib thread only. */
+        PolkitAuthority *authority;
+        unsigned in_flight;
+        bool stopping;
+
+        GMutex lock; /* guards the result queue */
+        AuthQuery *done_head, *done_tail;
+
+        AuthQuery *live; /* main thread */
+        /* Main thread: checks handed to polkit and not yet answered, at most
+         * max_in_flight; the rest wait here, first come first served. */
+        unsigned n_in_flight, max_in_flight;
+        AuthQuery *wait_head, *wait_tail;
+        Hashmap in_flight_by_owner; /* uid → OwnerCount, while it has checks at polkitd */
+        Hashmap leaders;            /* key → the live leader that twins may join */
+};
+
+/* Run on the polkit thread (g_main_context_invoke(), g_thread_new()). */
+gboolean auth_thread_start_check(gpointer userdata); /* userdata: the AuthQuery */
+gboolean auth_thread_stop(gpointer userdata);        /* userdata: the Auth */
+gpointer auth_thread_main(gpointer userdata);        /* userdata: the Auth */
