@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of what Explain() is built from: the holder scan against real
- * processes of this machine's /proc, the helper's answer on the wire, a fake
- * cpuidle tree read back, and a per-CPU file's view (ours or foreign). */
+/* Unit tests of the holder scan against real processes of this machine's
+ * /proc, and the helper's answer on the wire. */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -134,81 +133,11 @@ START_TEST(test_wire_round_trip_and_refusals) {
 }
 END_TEST
 
-START_TEST(test_cpuidle_read) {
-        const char *dir = unit_make_dir("cpuidle");
-        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state0/name", "POLL\n");
-        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state0/latency", "0\n");
-        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state1/name", "C1E\n");
-        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state1/latency", "10\n");
-        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state1/disable", "1\n");
-        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state1/usage", "18446744073709551615\n");
-        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state1/time", "77\n");
-        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state2/name", "C6\n");
-        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state2/latency", "+1\n"); /* not a number: the end */
-        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state3/name", "C7\n");
-        unit_write_file(dir, "devices/system/cpu/cpu0/cpuidle/state3/latency", "200\n");
-
-        CpuIdle idle;
-        ck_assert_int_eq(cpuidle_read(dir, 0, &idle), 0);
-        ck_assert_uint_eq(idle.n, 2);
-        ck_assert_str_eq(idle.states[0].name, "POLL");
-        ck_assert(!idle.states[0].disabled);
-        ck_assert_str_eq(idle.states[1].name, "C1E");
-        ck_assert_uint_eq(idle.states[1].latency, 10);
-        ck_assert(idle.states[1].disabled);
-        ck_assert_uint_eq(idle.states[1].usage, UINT64_MAX);
-        ck_assert_uint_eq(idle.states[1].time, 77);
-        cpuidle_done(&idle);
-        ck_assert_int_eq(cpuidle_read(dir, 5, &idle), 0); /* no such CPU: no states */
-        ck_assert_uint_eq(idle.n, 0);
-
-        uint64_t v;
-        ck_assert_int_eq(cpuidle_parse_u64("18446744073709551616", &v), -EINVAL);
-        ck_assert_int_eq(cpuidle_parse_u64("-1", &v), -EINVAL);
-        ck_assert_int_eq(cpuidle_parse_u64("", &v), -EINVAL);
-        ck_assert_int_eq(cpuidle_parse_u64("12x", &v), -EINVAL);
-        unit_remove_dir(dir);
-}
-END_TEST
-
-START_TEST(test_cpu_file_view) {
-        const char *dir = unit_make_dir("cpuview");
-        unit_write_file(dir, "devices/system/cpu/cpu0/power/pm_qos_resume_latency_us", "0\n");
-        unit_write_file(dir, "devices/system/cpu/cpu1/power/pm_qos_resume_latency_us", "50\n");
-        CpuSink s;
-        ck_assert_int_eq(cpu_sink_init(&s, dir), 0);
-        CpuFileView v;
-        ck_assert_int_eq(cpu_sink_view(&s, 0, &v), 0);
-        ck_assert_str_eq(v.text, "0");
-        ck_assert_int_eq(v.bound, PMQOS_LATENCY_NONE);
-        ck_assert(!v.foreign);
-        ck_assert_int_eq(cpu_sink_view(&s, 1, &v), 0);
-        ck_assert_int_eq(v.bound, 50);
-        ck_assert(v.foreign); /* not ours */
-
-        ck_assert_int_eq(cpu_sink_remember(&s, 0), 0);
-        ck_assert_int_eq(cpu_sink_write(&s, 0, 0), 0);
-        ck_assert_int_eq(cpu_sink_view(&s, 0, &v), 0);
-        ck_assert_str_eq(v.text, "n/a");
-        ck_assert_int_eq(v.bound, 0);
-        ck_assert(!v.foreign); /* ours */
-        unit_write_file(dir, "devices/system/cpu/cpu0/power/pm_qos_resume_latency_us", "7\n");
-        ck_assert_int_eq(cpu_sink_view(&s, 0, &v), 0);
-        ck_assert(v.foreign); /* changed behind our back */
-        ck_assert_int_eq(cpu_sink_view(&s, 9, &v), -ENOENT);
-        ck_assert_int_eq(cpu_sink_restore_all(&s), 0);
-        cpu_sink_done(&s);
-        unit_remove_dir(dir);
-}
-END_TEST
-
 int main(void) {
-        Suite *s = suite_create("explain-parts");
-        TCase *tc = tcase_create("core");
+        Suite *s = suite_create("holders");
+        TCase *tc = tcase_create("holders");
         tcase_add_test(tc, test_scan_finds_holders_and_skips);
         tcase_add_test(tc, test_wire_round_trip_and_refusals);
-        tcase_add_test(tc, test_cpuidle_read);
-        tcase_add_test(tc, test_cpu_file_view);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_FORK_GETENV);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of the state directory on disk: which directories are taken,
- * saves that never write through a planted link, loads that move a damaged
- * file (or a FIFO) aside at once, and the hand-over to pmqosd's user. */
+/* Unit tests of the state file on disk: saves that never write through a
+ * planted link, loads that move a damaged file (or a FIFO) aside at once,
+ * and the hand-over to pmqosd's user. */
 
 #include <dirent.h>
 #include <errno.h>
@@ -48,33 +48,6 @@ static bool moved_aside(void) {
         closedir(d);
         return found;
 }
-
-START_TEST(test_prepare) {
-        char path[400], link[400];
-        struct stat st;
-
-        snprintf(path, sizeof(path), "%s/new", dir);
-        ck_assert_int_eq(durable_dir_prepare(path, geteuid()), 0);
-        ck_assert_int_eq(stat(path, &st), 0);
-        ck_assert_uint_eq(st.st_mode & 07777, 0700);
-
-        /* Group- or world-writable, or a symbolic link: refused. */
-        ck_assert_int_eq(chmod(path, 0770), 0);
-        ck_assert_int_eq(durable_dir_prepare(path, geteuid()), -EPERM);
-        ck_assert_int_eq(chmod(path, 0700), 0);
-        snprintf(link, sizeof(link), "%s/link", dir);
-        ck_assert_int_eq(symlink(path, link), 0);
-        ck_assert_int_lt(durable_dir_prepare(link, geteuid()), 0);
-
-        if (geteuid() != 0) {
-                fprintf(stderr, "SKIP: a state directory of another owner (not root: cannot chown)\n");
-                return;
-        }
-        ck_assert_int_eq(chown(path, 65534, 65534), 0);
-        ck_assert_int_eq(durable_dir_prepare(path, 0), -EPERM);
-        ck_assert_int_eq(durable_dir_prepare(path, 65534), 0); /* the --user's own is fine */
-}
-END_TEST
 
 START_TEST(test_save_never_writes_through_a_link) {
         char victim[400], tmp[400];
@@ -148,7 +121,6 @@ int main(void) {
         Suite *s = suite_create("state-file");
         TCase *tc = tcase_create("state-file");
         tcase_add_checked_fixture(tc, setup, teardown);
-        tcase_add_test(tc, test_prepare);
         tcase_add_test(tc, test_save_never_writes_through_a_link);
         tcase_add_test(tc, test_load_moves_bad_files_aside);
         tcase_add_test(tc, test_hand_over);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of the kernel sinks on stand-ins: a regular file for the device
- * (4-byte binary writes, none when unchanged) and a fake sysfs tree for the
- * per-CPU files (originals remembered, "n/a" for 0, restored). */
+/* Unit tests of the per-CPU sink on a fake sysfs tree: CPUs found (not
+ * cpufreq, not offline ones), originals remembered before the first write,
+ * "n/a" for 0, restored, taken over after a crash, and a file viewed. */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,67 +45,6 @@ static const char *read_file(const char *path) {
         fclose(f);
         return buf;
 }
-
-START_TEST(test_device_written_only_on_change) {
-        char path[128];
-        Sink s;
-        int32_t v;
-        struct stat st;
-
-        make_dir();
-        snprintf(path, sizeof(path), "%s/device", dir);
-        write_file(path, "leftover text from someone else");
-
-        ck_assert_int_eq(sink_open(&s, path), 0);
-        /* A stand-in file starts unconstrained, as the device does. */
-        ck_assert_int_eq(stat(path, &st), 0);
-        ck_assert_int_eq(st.st_size, 4);
-        ck_assert_int_eq(unit_read_device(path), PMQOS_LATENCY_MAX_US);
-
-        ck_assert(!s.honours_writes);
-        ck_assert_int_eq(sink_apply(&s, 100), 0);
-        ck_assert_int_eq(unit_read_device(path), 100); /* binary, not "100" (which the kernel reads as 256) */
-        /* Read back and seen in effect: later writes are not read back. */
-        ck_assert(s.honours_writes);
-        ck_assert(!s.ignores_writes);
-        ck_assert_int_eq(sink_apply(&s, 100), 0);
-        ck_assert_int_eq(sink_apply(&s, 0), 0);
-        ck_assert_int_eq(unit_read_device(path), 0);
-        ck_assert_int_eq(sink_read(&s, &v), 0);
-        ck_assert_int_eq(v, 0);
-        ck_assert_uint_eq(s.n_writes, 2);
-
-        /* No requirement lifts our request to the kernel's default. */
-        ck_assert_int_eq(sink_apply(&s, PMQOS_LATENCY_NONE), 0);
-        ck_assert_int_eq(unit_read_device(path), PMQOS_LATENCY_MAX_US);
-        ck_assert_int_eq(sink_apply(&s, PMQOS_LATENCY_MAX_US), 0);
-        ck_assert_uint_eq(s.n_writes, 3);
-        /* Closing drops our request, as the kernel does with a descriptor. */
-        ck_assert_int_eq(sink_apply(&s, 77), 0);
-        sink_close(&s);
-        ck_assert_int_eq(unit_read_device(path), PMQOS_LATENCY_MAX_US);
-        ck_assert_int_eq(s.fd, -1);
-        sink_close(&s); /* twice is harmless */
-        remove_dir();
-}
-END_TEST
-
-START_TEST(test_device_failures) {
-        Sink s;
-
-        ck_assert_int_eq(sink_open(&s, "/nonexistent/cpu_dma_latency"), -ENOENT);
-        ck_assert_int_eq(s.fd, -1);
-        ck_assert_ptr_null(s.path);
-
-        /* A failed write leaves "written" alone, so the next apply tries again. */
-        ck_assert_int_eq(sink_open(&s, "/dev/full"), 0);
-        ck_assert_int_eq(sink_apply(&s, 50), -ENOSPC);
-        ck_assert_int_eq(s.written, PMQOS_LATENCY_MAX_US);
-        ck_assert_int_eq(sink_apply(&s, 50), -ENOSPC);
-        ck_assert_uint_eq(s.n_writes, 0);
-        sink_close(&s);
-}
-END_TEST
 
 static void make_cpu(const char *name, const char *online, const char *value) {
         char path[256];
@@ -225,14 +164,44 @@ START_TEST(test_cpu_originals_left_by_a_crash) {
 }
 END_TEST
 
+START_TEST(test_cpu_file_view) {
+        const char *root = unit_make_dir("cpuview");
+        unit_write_file(root, "devices/system/cpu/cpu0/power/pm_qos_resume_latency_us", "0\n");
+        unit_write_file(root, "devices/system/cpu/cpu1/power/pm_qos_resume_latency_us", "50\n");
+        CpuSink s;
+        ck_assert_int_eq(cpu_sink_init(&s, root), 0);
+        CpuFileView v;
+        ck_assert_int_eq(cpu_sink_view(&s, 0, &v), 0);
+        ck_assert_str_eq(v.text, "0");
+        ck_assert_int_eq(v.bound, PMQOS_LATENCY_NONE);
+        ck_assert(!v.foreign);
+        ck_assert_int_eq(cpu_sink_view(&s, 1, &v), 0);
+        ck_assert_int_eq(v.bound, 50);
+        ck_assert(v.foreign); /* not ours */
+
+        ck_assert_int_eq(cpu_sink_remember(&s, 0), 0);
+        ck_assert_int_eq(cpu_sink_write(&s, 0, 0), 0);
+        ck_assert_int_eq(cpu_sink_view(&s, 0, &v), 0);
+        ck_assert_str_eq(v.text, "n/a");
+        ck_assert_int_eq(v.bound, 0);
+        ck_assert(!v.foreign); /* ours */
+        unit_write_file(root, "devices/system/cpu/cpu0/power/pm_qos_resume_latency_us", "7\n");
+        ck_assert_int_eq(cpu_sink_view(&s, 0, &v), 0);
+        ck_assert(v.foreign); /* changed behind our back */
+        ck_assert_int_eq(cpu_sink_view(&s, 9, &v), -ENOENT);
+        ck_assert_int_eq(cpu_sink_restore_all(&s), 0);
+        cpu_sink_done(&s);
+        unit_remove_dir(root);
+}
+END_TEST
+
 int main(void) {
-        Suite *s = suite_create("sinks");
-        TCase *tc = tcase_create("sinks");
-        tcase_add_test(tc, test_device_written_only_on_change);
-        tcase_add_test(tc, test_device_failures);
+        Suite *s = suite_create("cpu-sink");
+        TCase *tc = tcase_create("cpu-sink");
         tcase_add_test(tc, test_cpu_presence);
         tcase_add_test(tc, test_cpu_bounds_written_and_restored);
         tcase_add_test(tc, test_cpu_originals_left_by_a_crash);
+        tcase_add_test(tc, test_cpu_file_view);
         suite_add_tcase(s, tc);
 
         return unit_run(s, CK_FORK_GETENV);
