@@ -5,6 +5,7 @@
 
 #include "bus/publish.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <malloc.h>
 #include <string.h>
@@ -205,6 +206,7 @@ static bool bus_input_waiting(sd_bus *bus) {
 
 /* LatencyChanged and RequestsChanged: one per change, as the contract says. */
 void publish_now(Publisher *p, const ChangeSet *changes) {
+        assert(p && changes);
         if (!p->bus)
                 return;
         int r = emit_compat(p, changes);
@@ -220,6 +222,7 @@ void publish_now(Publisher *p, const ChangeSet *changes) {
  * A change with nothing behind it is told at once, without that extra turn
  * of the event loop. */
 void publish_rest(Publisher *p, const ChangeSet *changes) {
+        assert(p && changes);
         if (changes->requests)
                 publish_arm_expiry(p);
         if (!p->bus)
@@ -255,6 +258,7 @@ static int on_expiry(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 int publisher_init(Publisher *p, sd_event *event, Core *core, const Clients *clients) {
+        assert(p && event && core && clients);
         *p = (Publisher){ .event = sd_event_ref(event), .core = core, .clients = clients };
         p->notify = getenv("NOTIFY_SOCKET") != NULL;
         int r = sd_event_add_time(event, &p->expiry_source, CLOCK_REALTIME, UINT64_MAX, 1000, on_expiry, p);

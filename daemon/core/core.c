@@ -8,6 +8,7 @@
 #include "core/core-internal.h"
 #include "record/audit.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <inttypes.h>
@@ -277,6 +278,7 @@ static int undo(Core *c, const Before *b, int error, ChangeSet *changes) {
 /* ---- transactions ---- */
 
 int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes) {
+        assert(c && r && changes);
         Before b = before(c);
         int k = store_add(&c->store, r, owner);
         if (k < 0) {
@@ -302,6 +304,7 @@ int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes) {
 }
 
 int core_update(Core *c, Request *r, int32_t value, uid_t by_uid, ChangeSet *changes) {
+        assert(c && r && changes);
         Before b = before(c);
         int32_t old = r->value;
 
@@ -336,6 +339,7 @@ int core_cancel(Core *c, Request *r, uid_t by_uid, ChangeSet *changes) {
 }
 
 int core_end(Core *c, Request *r, AuditEnd how, uid_t by_uid, ChangeSet *changes) {
+        assert(c && r && changes);
         Before b = before(c);
         int32_t old = r->value;
         bool persistent = r->persistent, was_recorded = recorded(c, r);
@@ -417,6 +421,7 @@ int core_set_battery(Core *c, bool on_battery, int32_t battery_floor, ChangeSet 
 }
 
 int core_drop_owner(Core *c, RequestOwner *owner, ChangeSet *changes) {
+        assert(c && owner && changes);
         unsigned n_dying = store_unplace_owner(&c->store, owner);
         int32_t effective = c->effective, wakeup = c->wakeup_effective;
 
@@ -467,6 +472,7 @@ void core_drop_owner_finish(Core *c, RequestOwner *owner) {
 }
 
 int core_expire(Core *c, int64_t now, ChangeSet *changes) {
+        assert(c && changes);
         Before b = before(c);
         TextBuffer lines = {};
         size_t n_lines = 0;

@@ -4,6 +4,7 @@
 
 #include "model/store.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,7 @@ static int cmp_u32(const void *a, const void *b) {
 }
 
 int request_set_cpus(Request *r, const uint32_t *cpus, size_t n) {
+        assert(r && (cpus || n == 0));
         uint32_t *copy = NULL;
         CpuNode *nodes = NULL;
 
@@ -251,6 +253,7 @@ static void owner_unlink(Request *r) {
 }
 
 int store_add(Store *s, Request *r, RequestOwner *owner) {
+        assert(s && r && !r->owner && r->cookie != 0);
         int k;
 
         /* Reserve everything first so that a failure leaves the store untouched. */
@@ -290,6 +293,7 @@ int store_add(Store *s, Request *r, RequestOwner *owner) {
 }
 
 void store_remove(Store *s, Request *r) {
+        assert(s && r);
         RequestOwner *owner = r->owner;
 
         hashmap_remove(&s->by_cookie, &r->cookie);
@@ -314,6 +318,7 @@ void store_remove(Store *s, Request *r) {
 }
 
 int store_update(Store *s, Request *r, int32_t value) {
+        assert(s && r && (value == PMQOS_LATENCY_NONE || (value >= 0 && value <= PMQOS_LATENCY_MAX_US)));
         int k = reserve_value_heaps(s, r, value);
         if (k < 0)
                 return k;

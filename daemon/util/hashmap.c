@@ -4,6 +4,7 @@
 
 #include "util/hashmap.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,7 @@ static int resize(Hashmap *h, size_t n_buckets) {
 }
 
 int hashmap_put(Hashmap *h, const void *key, void *value) {
+        assert(h && h->ops && key);
         /* Keep the load factor at or below 3/4: short probes, little memory. */
         if ((h->n_entries + 1) * 4 > h->n_buckets * 3) {
                 size_t n = h->n_buckets ? h->n_buckets * 2 : HASHMAP_MIN_BUCKETS;
@@ -110,6 +112,7 @@ int hashmap_put(Hashmap *h, const void *key, void *value) {
 }
 
 void *hashmap_get(const Hashmap *h, const void *key) {
+        assert(h && key);
         if (h->n_entries == 0)
                 return NULL;
 
@@ -118,6 +121,7 @@ void *hashmap_get(const Hashmap *h, const void *key) {
 }
 
 void *hashmap_remove(Hashmap *h, const void *key) {
+        assert(h && key);
         if (h->n_entries == 0)
                 return NULL;
 

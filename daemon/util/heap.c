@@ -4,6 +4,7 @@
 
 #include "util/heap.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -53,11 +54,13 @@ int heap_reserve(Heap *h) {
 }
 
 void heap_insert(Heap *h, HeapNode *node) {
+        assert(h && node && !heap_contains(node) && h->n < h->cap); /* heap_reserve() first */
         place(h, h->n++, node);
         sift_up(h, node->idx);
 }
 
 void heap_delete(Heap *h, HeapNode *node) {
+        assert(h && node && node->idx < h->n && h->items[node->idx] == node);
         size_t i = node->idx;
         node->idx = HEAP_NOT_IN;
         HeapNode *last = h->items[--h->n];
@@ -69,6 +72,7 @@ void heap_delete(Heap *h, HeapNode *node) {
 }
 
 void heap_set_key(Heap *h, HeapNode *node, int64_t key) {
+        assert(h && node && node->idx < h->n && h->items[node->idx] == node);
         int64_t old = node->key;
         node->key = key;
         if (key < old)

@@ -3,6 +3,7 @@
 
 #include "util/text.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,7 @@ static bool is_control(uint32_t cp) {
 }
 
 char *text_clean(const char *s, size_t len, size_t max) {
+        assert(s || len == 0);
         static const char ellipsis[] = "\xe2\x80\xa6"; /* … */
         const size_t ell = sizeof(ellipsis) - 1;
         const unsigned char *p = (const unsigned char *) s;

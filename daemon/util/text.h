@@ -10,9 +10,9 @@
  * code point above U+10FFFF). */
 bool utf8_is_valid(const char *s, size_t len);
 
-/* Copies s[0..len) into a new NUL-terminated string of at most max bytes
- * (max >= 8): bytes that are not part of valid UTF-8, NUL, C0 controls, DEL
- * and C1 controls (U+0080–U+009F) become "\xNN" (a backslash itself stays),
- * and a text longer than max is cut at a character boundary and ends in
- * "…". Returns NULL only when out of memory. */
+/* Copies s[0..len) into a new NUL-terminated string of at most max bytes (a
+ * max below 8 counts as 8): bytes that are not part of valid UTF-8, NUL, C0
+ * controls, DEL and C1 controls (U+0080–U+009F) become "\xNN" (a backslash
+ * itself stays), and a text longer than max is cut at a character boundary
+ * and ends in "…". Returns NULL only when out of memory. */
 char *text_clean(const char *s, size_t len, size_t max);
