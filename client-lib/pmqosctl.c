@@ -306,7 +306,9 @@ static void help(void) {
                "                               a request that outlives this command; prints its cookie\n"
                "  cancel COOKIE                end a request\n"
                "  set-minimum USEC|none        set or clear the administrator floor\n"
-               "  monitor                      print changes as they happen\n\n"
+               "  monitor                      print changes as they happen\n"
+               "  run [--reason TEXT] -- COMMAND…\n"
+               "                               run COMMAND with a stand-in /dev/cpu_dma_latency\n\n"
                "Exit status: 0 success, 1 refused or failed, 2 usage error.\n"
                "Each command takes --help.\n");
 }
@@ -318,7 +320,7 @@ int main(int argc, char *argv[]) {
         } verbs[] = {
                 { "status", verb_status },   { "list", verb_list },     { "hold", verb_hold },
                 { "request", verb_request }, { "cancel", verb_cancel }, { "set-minimum", verb_set_minimum },
-                { "monitor", verb_monitor },
+                { "monitor", verb_monitor }, { "run", verb_run },
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },

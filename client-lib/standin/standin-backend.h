@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* How the stand-in server asks pmqosd for an open's bound: one request per
+ * open of the stand-in, made for the opening process. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "pmqos.h"
+
+typedef struct standin_backend {
+        pmqos_client *client;
+        const char *reason; /* --reason, or NULL */
+} standin_backend;
+
+/* A request that constrains nothing yet (an open of the kernel's device adds
+ * one at the default value), for the process pid, of which pidfd is a
+ * pidfd. 0 and *ret_cookie, or a negative errno (libpmqos's). */
+int standin_backend_open(standin_backend *b, int pidfd, pid_t pid, uint32_t *ret_cookie);
+/* The open's value changed (the broker's value: 0 … 2000000000, or -1). */
+int standin_backend_set(standin_backend *b, uint32_t cookie, int32_t value);
+/* The last descriptor of the open was closed. */
+int standin_backend_close(standin_backend *b, uint32_t cookie);
+/* What the kernel's device reads now for all holders together. */
+int standin_backend_machine_value(standin_backend *b, int32_t *ret);

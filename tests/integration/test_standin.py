@@ -1,0 +1,261 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""pmqosctl run: unmodified programs (cyclictest, and a probe that does what
+programs do with the device) through the stand-in /dev/cpu_dma_latency,
+against the live broker and the real device."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from harness import NATIVE_IFACE, NOBODY, TIME_SCALE, BrokerTestCase, main, skip_notice, wait_for
+
+PMQOSCTL = os.environ.get("PMQOSCTL", "pmqosctl")
+PROBE = os.environ.get("PMQOS_STANDIN_PROBE", "pmqos-standin-probe")
+CYCLICTEST = shutil.which("cyclictest")
+
+
+class Probe:
+    """The probe under pmqosctl run: one step, one answer."""
+
+    def __init__(self, test, prefix=(), run_args=()):
+        self.proc = subprocess.Popen([*prefix, PMQOSCTL, "run", *run_args, "--", PROBE], env=test.bus.env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        test.addCleanup(self.close)
+
+    def step(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().split()
+        if not answer:
+            raise AssertionError("the probe ended: %s" % self.proc.stderr.read())
+        return answer[0] == "ok", int(answer[1])
+
+    def ok(self, line):
+        good, value = self.step(line)
+        if not good:
+            raise AssertionError("%s failed: %s" % (line, os.strerror(value)))
+        return value
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(30)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return self.proc.returncode
+
+
+class StandinCase(BrokerTestCase):
+    def setUp(self):
+        super().setUp()
+        if not self.kernel.real:
+            skip_notice("pmqosctl run", "needs root: the stand-in is mounted in a mount namespace of its own")
+            self.skipTest("needs root")
+        self.client = self.bus.connect()
+        self.clients.append(self.client)
+
+    def requests(self):
+        return self.client.call("ListRequests", iface=NATIVE_IFACE)[0]
+
+    def values(self):
+        return sorted(r["value"] for r in self.requests())
+
+    def wait_values(self, values, what):
+        return self.assert_eventually(lambda: self.values() == sorted(values), what=what)
+
+    def run_ctl(self, *args, timeout=60, prefix=(), **kw):
+        return subprocess.run([*prefix, PMQOSCTL, *args], env=kw.pop("env", self.bus.env), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kw)
+
+
+class TestCyclictest(StandinCase):
+    def setUp(self):
+        super().setUp()
+        if not CYCLICTEST:
+            skip_notice("pmqosctl run -- cyclictest", "cyclictest (rt-tests) is not installed")
+            self.skipTest("no cyclictest")
+
+    def cyclictest(self, latency, seconds):
+        return subprocess.Popen([PMQOSCTL, "run", "--", CYCLICTEST, "--latency=%d" % latency, "-D", str(seconds), "-q",
+                                 "-m"], env=self.bus.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+
+    def test_cyclictest_holds_71_while_it_runs(self):
+        proc = self.cyclictest(71, 4)
+        self.assert_eventually(lambda: self.kernel.read() == 71, what="the kernel at 71 µs")
+        [req] = self.requests()
+        self.assertEqual(req["value"], 71)
+        self.assertIn("cyclictest", req["exec"])
+        self.assert_persists(lambda: self.kernel.read() == 71, seconds=1.0, what="71 µs while cyclictest runs")
+        out, err = proc.communicate(timeout=30)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertIn("/dev/cpu_dma_latency set to 71us", out)
+        self.assertEqual(self.requests(), [])
+        self.assertTrue(self.kernel.released())
+
+    def test_floor_applies(self):
+        self.client.call("SetMinimumLatency", "si", "cpu_dma", 100)
+        proc = self.cyclictest(0, 3)
+        self.wait_values([0], "cyclictest's request at 0")
+        self.assertEqual(self.kernel.read(), 100)
+        out, err = proc.communicate(timeout=30)
+        self.assertEqual(proc.returncode, 0, err)
+        self.client.call("SetMinimumLatency", "si", "cpu_dma", -1)
+
+    def test_kill_session_releases_within_milliseconds(self):
+        proc = self.cyclictest(71, 60)
+        self.assert_eventually(lambda: self.kernel.read() == 71, what="the kernel at 71 µs")
+        os.killpg(proc.pid, signal.SIGKILL)
+        start = time.monotonic()
+        wait_for(lambda: self.kernel.read() != 71, timeout=5, interval=0.001, what="the release")
+        took = time.monotonic() - start
+        proc.communicate(timeout=30)
+        sys.stderr.write("released %.1f ms after kill -9 of the session\n" % (took * 1000))
+        self.assertLess(took, 0.1 * TIME_SCALE)
+        self.wait_values([], "no request left")
+
+
+class TestKernelSemantics(StandinCase):
+    def test_binary_and_hex_writes(self):
+        p = Probe(self)
+        p.ok("open 0")
+        self.wait_values([-1], "the open's request, constraining nothing")
+        self.assertEqual(p.ok("bin 0 42"), 4)
+        self.assertEqual(self.kernel.read(), 42)
+        self.assertEqual(p.ok("text 0 100"), 3)  # hexadecimal: 256 µs
+        self.assertEqual(self.values(), [256])
+        self.assertEqual(p.ok("text 0 0x64\\n"), 5)
+        self.assertEqual(self.kernel.read(), 100)
+        self.assertEqual(p.ok("text 0 +3f"), 3)
+        self.assertEqual(self.values(), [63])
+        # What the kernel refuses, refused alike; the value stays.
+        self.assertEqual(p.step("text 0 zz"), (False, 22))  # EINVAL
+        self.assertEqual(p.step("text 0 80000000"), (False, 34))  # ERANGE
+        self.assertEqual(p.step("text 0  1"), (False, 22))
+        self.assertEqual(self.values(), [63])
+        # What the kernel takes without effect: negative values, above its default.
+        p.ok("bin 0 -5")
+        self.assertEqual(self.values(), [-1])
+        self.assertEqual(self.kernel.read(), self.kernel.baseline)
+        p.ok("bin 0 2100000000")
+        self.assertEqual(self.values(), [-1])
+        p.ok("close 0")
+        self.wait_values([], "the request ended with the close")
+
+    def test_read_gives_the_machines_value(self):
+        self.client.call("Request", "sia{sv}", "cpu_dma", 33, {}, iface=NATIVE_IFACE)
+        p = Probe(self)
+        p.ok("open 0")
+        self.assertEqual(p.ok("read 0"), 33)
+        p.ok("bin 0 20")
+        self.assertEqual(p.ok("read 0"), 20)
+        self.assertEqual(p.ok("readall 0"), 4)  # 4 bytes, like the kernel's read
+        self.assertEqual(p.ok("readall 0"), 0)  # then the end of the file
+
+    def test_two_opens_two_requests(self):
+        p = Probe(self)
+        p.ok("open 0")
+        p.ok("open 1")
+        p.ok("bin 0 40")
+        p.ok("bin 1 30")
+        self.assertEqual(self.values(), [30, 40])
+        self.assertEqual(self.kernel.read(), 30)
+        p.ok("close 1")
+        self.wait_values([40], "only the closed open's request gone")
+        self.assertEqual(self.kernel.read(), 40)
+
+    def test_dup_and_fork_share(self):
+        p = Probe(self)
+        p.ok("open 0")
+        p.ok("dup 0 1")
+        p.ok("bin 1 45")
+        self.assertEqual(self.values(), [45])  # one open, one request, whichever descriptor writes
+        p.ok("close 0")
+        self.assert_persists(lambda: self.values() == [45], seconds=0.3, what="the dup keeping the request")
+        p.ok("fork 1")
+        p.ok("close 1")
+        self.assert_persists(lambda: self.values() == [45], seconds=0.3, what="the child keeping the request")
+        p.ok("unfork")
+        self.wait_values([], "the request ended with the child's close")
+
+    def test_probe_exit_releases(self):
+        p = Probe(self)
+        p.ok("open 0")
+        p.ok("bin 0 25")
+        self.assertEqual(p.close(), 0)
+        self.assertEqual(self.requests(), [])
+        self.assertTrue(self.kernel.released())
+
+    def test_flood_is_bounded(self):
+        p = Probe(self)
+        good, errno = p.step("flood 2000")
+        self.assertFalse(good)
+        self.assertEqual(errno, 24)  # EMFILE
+        n = p.ok("count")
+        self.assertLessEqual(n, 1024)
+        self.assertEqual(len(self.requests()), n)
+        p.ok("unflood")
+        self.wait_values([], "every flood request ended")
+        p.ok("open 0")  # and the stand-in still serves
+
+
+class TestCommandLine(StandinCase):
+    def test_exit_statuses(self):
+        self.assertEqual(self.run_ctl("run", "--", "sh", "-c", "exit 7").returncode, 7)
+        self.assertEqual(self.run_ctl("run", "--", "sh", "-c", "kill -9 $$").returncode, 128 + 9)
+        r = self.run_ctl("run", "--", "/nonexistent/program")
+        self.assertEqual(r.returncode, 127, r.stderr)
+        self.assertEqual(len(r.stderr.splitlines()), 1, repr(r.stderr))
+        r = self.run_ctl("run", "--", "/etc/passwd")
+        self.assertEqual(r.returncode, 126, r.stderr)
+        r = self.run_ctl("run")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+
+    def test_command_sees_the_standin_only(self):
+        r = self.run_ctl("run", "--", "sh", "-c", "grep -c ' /dev/cpu_dma_latency fuse' /proc/self/mounts; "
+                         "grep -c pmqos-run /proc/self/mounts")
+        self.assertEqual(r.stdout.split(), ["1", "0"], r.stderr)
+        with open("/proc/self/mounts") as f:
+            self.assertNotIn("pmqos-standin", f.read())
+
+    def test_no_broker_is_125(self):
+        env = dict(self.bus.env, DBUS_SYSTEM_BUS_ADDRESS="unix:path=/nonexistent/bus")
+        r = self.run_ctl("run", "--", "true", env=env)
+        self.assertEqual(r.returncode, 125, r.stderr)
+        self.assertGreaterEqual(len(r.stderr.splitlines()), 1)
+
+    def test_unprivileged_user_runs_or_says_why(self):
+        # Without root the mount comes from fusermount3 and the namespace from a
+        # user namespace; where either is not allowed: one line and 125, and
+        # COMMAND does not run on the real device.
+        r = self.run_ctl("run", "--", "sh", "-c", "echo ran", prefix=("setpriv", "--reuid=%d" % NOBODY,
+                                                                      "--regid=%d" % NOBODY, "--clear-groups"))
+        if r.returncode == 125:
+            self.assertNotIn("ran", r.stdout)
+            self.assertIn("pmqosctl run: cannot set up the stand-in device: ", r.stderr)
+            skip_notice("pmqosctl run as another user than root", r.stderr.strip().splitlines()[-1])
+            return
+        self.assertEqual((r.returncode, r.stdout), (0, "ran\n"), r.stderr)
+
+    def test_reason_listed(self):
+        p = Probe(self, run_args=("--reason", "audio test"))
+        p.ok("open 0")
+        [req] = self.requests()
+        self.assertIn("audio test", req["reason"])
+
+    def test_other_user_cannot_use_it(self):
+        # A program of root's that drops to nobody cannot open root's stand-in
+        # (as with the device, mode 0600): no request is made as root for it.
+        r = self.run_ctl("run", "--", "setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
+                         "sh", "-c", "exec 3<>/dev/cpu_dma_latency")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("ermission denied", r.stderr)
+        self.assertEqual(self.requests(), [])
+
+
+if __name__ == "__main__":
+    main()
