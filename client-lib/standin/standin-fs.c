@@ -22,6 +22,9 @@
 #include "standin-parse.h"
 
 #define DEVICE_NAME "/cpu_dma_latency"
+/* Linux 6.19's second device: masked (open fails with ENODEV) until the
+ * broker's typed requests are in libpmqos, so that it is never reached. */
+#define WAKEUP_NAME "/cpu_wakeup_latency"
 
 static standin *current(void) {
         return fuse_get_context()->private_data;
@@ -47,7 +50,7 @@ static int standin_getattr(const char *path, struct stat *st, struct fuse_file_i
                 st->st_nlink = 2;
                 return 0;
         }
-        if (strcmp(path, DEVICE_NAME) != 0)
+        if (strcmp(path, DEVICE_NAME) != 0 && strcmp(path, WAKEUP_NAME) != 0)
                 return -ENOENT;
         st->st_mode = S_IFREG | 0600; /* as the device: its owner only */
         st->st_nlink = 1;
@@ -62,6 +65,7 @@ static int standin_readdir(const char *path, void *buf, fuse_fill_dir_t fill, of
         fill(buf, ".", NULL, 0, 0);
         fill(buf, "..", NULL, 0, 0);
         fill(buf, DEVICE_NAME + 1, NULL, 0, 0);
+        fill(buf, WAKEUP_NAME + 1, NULL, 0, 0);
         return 0;
 }
 
@@ -105,6 +109,8 @@ static pid_t thread_group(pid_t tid) {
 static int standin_open_file(const char *path, struct fuse_file_info *fi) {
         struct fuse_context *ctx = fuse_get_context();
         standin *s = ctx->private_data;
+        if (strcmp(path, WAKEUP_NAME) == 0)
+                return -ENODEV;
         if (strcmp(path, DEVICE_NAME) != 0)
                 return -ENOENT;
         if (ctx->uid != s->uid)

@@ -17,6 +17,7 @@
  *                   (then "count" says how many are open)
  *   count           "ok OPEN" (the flood's descriptors)
  *   unflood         close them all
+ *   cycle N V       N times open, write V (4 bytes), close: "ok USEC" taken
  *   pid             "ok PID" (ours) */
 
 #include <errno.h>
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SLOTS 16
@@ -80,6 +82,19 @@ static int do_fork(int n) {
         return pid;
 }
 
+static int cycle(int n, int32_t v) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int i = 0; i < n; i++) {
+                int fd = open("/dev/cpu_dma_latency", O_RDWR | O_CLOEXEC);
+                if (fd < 0 || write(fd, &v, sizeof(v)) != sizeof(v))
+                        return -1;
+                close(fd);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        return (int) ((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
+}
+
 static void step(char *cmd, char *a, char *b) {
         int32_t v;
         char buf[16];
@@ -117,7 +132,9 @@ static void step(char *cmd, char *a, char *b) {
                 while (n_flood > 0)
                         close(flood[--n_flood]);
                 answer(0);
-        } else if (strcmp(cmd, "pid") == 0)
+        } else if (strcmp(cmd, "cycle") == 0)
+                answer(cycle(atoi(a), (int32_t) atoi(b)));
+        else if (strcmp(cmd, "pid") == 0)
                 answer(getpid());
         else
                 printf("err %d\n", EINVAL);
