@@ -278,8 +278,8 @@ int verb_run(int argc, char *argv[]) {
         const char *reason = NULL;
         char **command = NULL;
         int r = run_parse(argc, argv, &reason, &command);
-        if (r)
-                return r < 0 ? 0 : r;
+        if (r || !command)
+                return r < 0 ? 0 : EXIT_USAGE;
 
         sigset_t mask, old;
         run_signals(&mask);

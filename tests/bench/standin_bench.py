@@ -15,9 +15,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import NATIVE_IFACE, Daemon, Kernel, PrivateBus, skip_notice, wait_for  # noqa: E402
+from contract import NATIVE_IFACE  # noqa: E402
+from fixtures import PMQOSCTL, Daemon, Kernel, PrivateBus, skip_notice, wait_for  # noqa: E402
 
-PMQOSCTL = os.environ.get("PMQOSCTL", "pmqosctl")
 PROBE = os.environ.get("PMQOS_STANDIN_PROBE", "pmqos-standin-probe")
 LIBRARY = os.environ.get("PMQOS_LIBRARY", "libpmqos.so.1")
 TARGET = 3.0

@@ -10,9 +10,9 @@ import subprocess
 import sys
 import time
 
-from harness import NATIVE_IFACE, NOBODY, TIME_SCALE, BrokerTestCase, main, skip_notice, wait_for
+from contract import NATIVE_IFACE
+from fixtures import NOBODY, PMQOSCTL, TIME_SCALE, BrokerTestCase, main, skip_notice, wait_for
 
-PMQOSCTL = os.environ.get("PMQOSCTL", "pmqosctl")
 PROBE = os.environ.get("PMQOS_STANDIN_PROBE", "pmqos-standin-probe")
 CYCLICTEST = shutil.which("cyclictest")
 
@@ -54,11 +54,10 @@ class StandinCase(BrokerTestCase):
         if not self.kernel.real:
             skip_notice("pmqosctl run", "needs root: the stand-in is mounted in a mount namespace of its own")
             self.skipTest("needs root")
-        self.client = self.bus.connect()
-        self.clients.append(self.client)
+        self.bus_client = self.client()
 
     def requests(self):
-        return self.client.call("ListRequests", iface=NATIVE_IFACE)[0]
+        return self.bus_client.call("ListRequests", iface=NATIVE_IFACE)[0]
 
     def values(self):
         return sorted(r["value"] for r in self.requests())
@@ -97,13 +96,13 @@ class TestCyclictest(StandinCase):
         self.assertTrue(self.kernel.released())
 
     def test_floor_applies(self):
-        self.client.call("SetMinimumLatency", "si", "cpu_dma", 100)
+        self.bus_client.call("SetMinimumLatency", "si", "cpu_dma", 100)
         proc = self.cyclictest(0, 3)
         self.wait_values([0], "cyclictest's request at 0")
         self.assertEqual(self.kernel.read(), 100)
         out, err = proc.communicate(timeout=30)
         self.assertEqual(proc.returncode, 0, err)
-        self.client.call("SetMinimumLatency", "si", "cpu_dma", -1)
+        self.bus_client.call("SetMinimumLatency", "si", "cpu_dma", -1)
 
     def test_kill_session_releases_within_milliseconds(self):
         proc = self.cyclictest(71, 60)
@@ -146,7 +145,7 @@ class TestKernelSemantics(StandinCase):
         self.wait_values([], "the request ended with the close")
 
     def test_read_gives_the_machines_value(self):
-        self.client.call("Request", "sia{sv}", "cpu_dma", 33, {}, iface=NATIVE_IFACE)
+        self.bus_client.call("Request", "sia{sv}", "cpu_dma", 33, {}, iface=NATIVE_IFACE)
         p = Probe(self)
         p.ok("open 0")
         self.assertEqual(p.ok("read 0"), 33)
