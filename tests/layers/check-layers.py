@@ -3,7 +3,8 @@
 """The daemon's layers, checked from its includes (and, given object files,
 its calls): every arrow between two modules (a .c and its .h are one module)
 must point to the module's own layer or one below it, and no arrows may form
-a circle. Prints each arrow that runs up and each circle, and a summary line;
+a circle; client-lib may include of the daemon's tree only util/ and
+dbus/contract.h. Prints each arrow that runs up and each circle, and a summary line;
 exits 1 if there is any.
 
     check-layers.py SOURCE_ROOT [DAEMON_BUILD_DIR | OBJECT...]
@@ -137,6 +138,23 @@ def circles(edges):
     return out
 
 
+def client_arrows(root):
+    """client-lib (libpmqos, pmqosctl) may use of the daemon's tree only util/
+    and the contract: anything else would be a second daemon inside it."""
+    out = []
+    folder = os.path.join(root, 'client-lib')
+    if not os.path.isdir(folder):
+        return out
+    for f in sorted(os.listdir(folder)):
+        if not f.endswith(('.c', '.h')):
+            continue
+        with open(os.path.join(folder, f), encoding='utf-8') as fh:
+            for inc in INCLUDE.findall(fh.read()):
+                if '/' in inc and not (inc.startswith('util/') or inc == 'dbus/contract.h'):
+                    out.append(f'client-lib/{f}: #include "{inc}": client-lib may use only util/ and dbus/contract.h')
+    return out
+
+
 def main():
     root = sys.argv[1]
     objects = []
@@ -164,6 +182,7 @@ def main():
                 up.append(f'{why}: util knows nothing of pmqos')
         elif la != lb and lb not in BELOW[la]:
             up.append(f'{why}: {la} may not reach {lb}')
+    up += client_arrows(root)
     rings = circles(arrows.keys())
     for line in up:
         print('UP     ' + line)
