@@ -119,11 +119,14 @@ static _Noreturn void run_child(const run_setup *setup, char **command, const si
 
 /* The server needs no capability once the child has its namespace: it
  * answers FUSE requests on a descriptor it has and talks to the bus. */
-static void drop_capabilities(void) {
+static void drop_capabilities(int keep) {
         for (int cap = 0; cap <= 63; cap++)
-                (void) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+                if (cap != keep)
+                        (void) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
         struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
         struct __user_cap_data_struct d[2] = {};
+        if (keep >= 0)
+                d[0].effective = d[0].permitted = 1U << keep;
         (void) syscall(SYS_capset, &h, d);
         (void) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
@@ -205,7 +208,7 @@ static int run_loop(standin *s, pid_t child, int sfd, int ready, const run_setup
                 if (p[3].revents) { /* the child ran COMMAND (or failed): the directory is done with */
                         close(ready);
                         ready = -1;
-                        if (setup->root)
+                        if (setup && setup->root)
                                 (void) rmdir(setup->dir);
                 }
                 if (!(p[0].revents & POLLIN))
@@ -213,6 +216,8 @@ static int run_loop(standin *s, pid_t child, int sfd, int ready, const run_setup
                 struct signalfd_siginfo si;
                 if (read(sfd, &si, sizeof(si)) != sizeof(si))
                         continue;
+                if (si.ssi_signo != SIGCHLD && child <= 0)
+                        break; /* serving for services (--serve): stopped */
                 if (si.ssi_signo != SIGCHLD) {
                         if (si.ssi_signo != SIGINT) /* the terminal sent that one to the whole group */
                                 kill(child, (int) si.ssi_signo);
@@ -228,28 +233,66 @@ static int run_loop(standin *s, pid_t child, int sfd, int ready, const run_setup
                         close(ready);
                 return child_status(status);
         }
-        kill(child, SIGTERM);
         free(buf.mem);
         if (ready >= 0)
                 close(ready);
+        if (child <= 0)
+                return 0;
+        kill(child, SIGTERM);
         return EXIT_RUN_FAILED;
+}
+
+/* --serve DIR: the stand-in on DIR in the host's mount namespace, for
+ * services that bind DIR/cpu_dma_latency over the device; until SIGTERM.
+ * Only root's opens are served (mode 0600, and checked): a service of
+ * another user cannot make requests as root through it. The server keeps
+ * CAP_SYS_ADMIN alone, to unmount DIR when it stops. */
+static int run_serve(standin *s, const char *dir, int sfd) {
+        if (geteuid() != 0)
+                return setup_fail(dir, "serving the stand-in for services needs root");
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return setup_fail(dir, strerror(errno));
+        s->fuse = standin_fuse_new(s, "fsname=pmqos-standin,subtype=pmqos,allow_other,default_permissions");
+        if (!s->fuse)
+                return setup_fail("cannot make the FUSE file system", "see above");
+        if (fuse_mount(s->fuse, dir) < 0) {
+                fuse_destroy(s->fuse);
+                return setup_fail(dir, "cannot mount the FUSE file system");
+        }
+        int r = connect_broker(&s->backend.client);
+        if (r == 0) {
+                (void) pmqos_client_get_fd(s->backend.client);
+                drop_capabilities(CAP_SYS_ADMIN);
+                r = run_loop(s, 0, sfd, -1, NULL);
+        } else
+                r = EXIT_RUN_FAILED;
+        pmqos_client_free(s->backend.client);
+        fuse_unmount(s->fuse);
+        fuse_destroy(s->fuse);
+        return r;
 }
 
 static int run_help(void) {
         printf("Usage: pmqosctl run [--reason TEXT] -- COMMAND [ARG…]\n"
+               "       pmqosctl run [--reason TEXT] --serve DIR\n"
                "Run COMMAND with a stand-in /dev/cpu_dma_latency: each open of it is a request\n"
                "of the opening process to pmqosd (floored, limited and listed like any other),\n"
                "a 4-byte write sets its value (other writes are hexadecimal text, as the\n"
                "kernel takes them), a read gives the machine's value, the last close ends it.\n"
                "Exit status is COMMAND's; 125 when the stand-in cannot be set up, 126 when\n"
-               "COMMAND cannot be run, 127 when it is not found.\n");
+               "COMMAND cannot be run, 127 when it is not found.\n"
+               "--serve DIR (root): serve DIR/cpu_dma_latency for services, which bind it\n"
+               "over /dev/cpu_dma_latency (BindPaths=); root's opens only. Until stopped.\n");
         return 0;
 }
+
+static const char *arg_serve;
 
 static int run_parse(int argc, char *argv[], const char **ret_reason, char ***ret_command) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "reason", required_argument, NULL, 'r' },
+                { "serve", required_argument, NULL, 's' },
                 {},
         };
         int c;
@@ -259,6 +302,11 @@ static int run_parse(int argc, char *argv[], const char **ret_reason, char ***re
                 switch (c) {
                 case 'h':
                         return run_help() - 1;
+                case 's':
+                        if (optarg[0] != '/' || strlen(optarg) > 40)
+                                return usage_error("run", "--serve takes an absolute path of at most 40 bytes");
+                        arg_serve = optarg;
+                        break;
                 case 'r':
                         if (strlen(optarg) > 200)
                                 return usage_error("run", "the reason is longer than 200 bytes");
@@ -267,6 +315,10 @@ static int run_parse(int argc, char *argv[], const char **ret_reason, char ***re
                 default:
                         return bad_option("run", argc, argv);
                 }
+        if (arg_serve && optind < argc)
+                return usage_error("run", "--serve runs no COMMAND");
+        if (arg_serve)
+                return 0;
         if (optind >= argc)
                 return usage_error("run", "missing COMMAND (pmqosctl run [--reason TEXT] -- COMMAND [ARG…])");
         *ret_command = argv + optind;
@@ -278,7 +330,7 @@ int verb_run(int argc, char *argv[]) {
         const char *reason = NULL;
         char **command = NULL;
         int r = run_parse(argc, argv, &reason, &command);
-        if (r || !command)
+        if (r || (!command && !arg_serve))
                 return r < 0 ? 0 : EXIT_USAGE;
 
         sigset_t mask, old;
@@ -292,6 +344,11 @@ int verb_run(int argc, char *argv[]) {
         s.uid = setup.uid;
         s.gid = setup.gid;
         s.backend.reason = reason;
+        if (arg_serve) {
+                r = run_serve(&s, arg_serve, sfd);
+                close(sfd);
+                return r;
+        }
         const char *opts = setup.root ? "fsname=pmqos-standin,subtype=pmqos,allow_other,default_permissions"
                                       : "fsname=pmqos-standin,subtype=pmqos,default_permissions,auto_unmount";
         s.fuse = standin_fuse_new(&s, opts);
@@ -326,7 +383,7 @@ int verb_run(int argc, char *argv[]) {
                 r = EXIT_RUN_FAILED;
         } else {
                 if (setup.root)
-                        drop_capabilities();
+                        drop_capabilities(-1);
                 r = run_loop(&s, child, sfd, ready[0], &setup);
         }
         close(sfd);

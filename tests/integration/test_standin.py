@@ -256,5 +256,44 @@ class TestCommandLine(StandinCase):
         self.assertEqual(self.requests(), [])
 
 
+
+class TestServeForServices(StandinCase):
+    """--serve DIR, as a unit's BindPaths=DIR/cpu_dma_latency:/dev/cpu_dma_latency
+    gives it to a service: here the bind made by unshare and mount, as
+    systemd makes it in the service's namespace."""
+
+    def test_service_bound_listed_and_released(self):
+        d = "/run/pmqos-standin-test-%d" % os.getpid()
+        server = subprocess.Popen([PMQOSCTL, "run", "--reason", "svc", "--serve", d], env=self.bus.env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: os.path.isdir(d) and os.rmdir(d))
+        self.addCleanup(lambda: server.poll() is None and server.kill())
+
+        def mounted():
+            with open("/proc/self/mounts") as f:
+                return " %s fuse" % d in f.read()
+        self.assert_eventually(mounted, what="the stand-in mounted on %s" % d)
+        service = subprocess.Popen(["unshare", "--mount", "--propagation", "slave", "sh", "-c",
+                                    "mount --bind %s/cpu_dma_latency /dev/cpu_dma_latency && exec %s" % (d, PROBE)],
+                                   env=self.bus.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        p = Probe.__new__(Probe)
+        p.proc = service
+        p.proc.stderr = open(os.devnull)
+        self.addCleanup(p.close)
+        p.ok("open 0")
+        p.ok("bin 0 44")
+        [req] = self.requests()
+        self.assertEqual(req["value"], 44)
+        self.assertIn("svc", req["reason"])
+        self.assertEqual(self.kernel.read(), 44)
+        self.assertEqual(p.close(), 0)
+        self.wait_values([], "the service's request ended with it")
+        server.terminate()
+        self.assertEqual(server.wait(30), 0, server.stderr.read())
+        server.stdout.close()
+        server.stderr.close()
+        self.assertFalse(mounted())
+
+
 if __name__ == "__main__":
     main()
