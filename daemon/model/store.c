@@ -83,11 +83,27 @@ Request *request_free(Request *r) {
         if (r) {
                 shared_string_unref(r->exec);
                 free(r->reason);
+                free(r->target);
                 free(r->cpus);
                 free(r->cpu_nodes);
                 free(r);
         }
         return NULL;
+}
+
+const char *request_bound_to(const Request *r) {
+        static const char *const holds[_HOLD_MAX] = {
+                [HOLD_FD] = "fd",
+                [HOLD_PROCESS] = "process",
+                [HOLD_CGROUP] = "cgroup",
+        };
+        if (r->rule)
+                return "rule";
+        if (r->persistent)
+                return "persistent";
+        if (r->hold != HOLD_NONE && r->hold < _HOLD_MAX)
+                return holds[r->hold];
+        return r->expires_usec > 0 ? "timeout" : "connection";
 }
 
 static int cmp_u32(const void *a, const void *b) {

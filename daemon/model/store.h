@@ -24,6 +24,15 @@ typedef enum QosType {
 
 typedef struct Request Request;
 
+/* What, besides persistence, a timeout or a rule, a request lives as long as. */
+typedef enum RequestHold {
+        HOLD_NONE,    /* its caller's bus connection (or nothing: persistent, timed, a rule) */
+        HOLD_FD,      /* Hold(): any copy of the descriptor it returned being open */
+        HOLD_PROCESS, /* RequestFor() on a pidfd: that process */
+        HOLD_CGROUP,  /* RequestFor() on a cgroup v2 directory: a process being in it */
+        _HOLD_MAX,
+} RequestHold;
+
 /* Text shared by many requests (a client's command line), freed with the last. */
 typedef struct SharedString {
         unsigned n_ref;
@@ -63,9 +72,11 @@ struct Request {
         int64_t created_usec; /* CLOCK_REALTIME */
         int64_t expires_usec; /* CLOCK_REALTIME deadline, 0 = never */
         bool persistent;
-        bool rule;      /* held by pmqosd for a unit rule (exec "rule FILE"): never recorded, never a client's */
-        bool inactive;  /* listed, but in no heap: a CPU it names is gone (see manager_load_state()) */
-        uint32_t *cpus; /* sorted, unique; NULL/0: the global device */
+        bool rule;        /* held by pmqosd for a unit rule (exec "rule FILE"): never recorded, never a client's */
+        bool inactive;    /* listed, but in no heap: a CPU it names is gone (see manager_load_state()) */
+        RequestHold hold; /* HOLD_NONE, or what ends it: its owner is then that hold's, of this one request */
+        char *target;     /* HOLD_PROCESS: "pid N (exec)"; HOLD_CGROUP: its path; else NULL */
+        uint32_t *cpus;   /* sorted, unique; NULL/0: the global device */
         size_t n_cpus;
 
         RequestOwner *owner;
@@ -140,9 +151,19 @@ static inline const char *request_sender(const Request *r) {
         return r->owner && r->owner->name ? r->owner->name : "";
 }
 
+/* A held request's owner is its hold: when that ends, so does the request,
+ * whatever its timeout (an upper bound there). */
 static inline bool request_dies_with_owner(const Request *r) {
-        return !r->persistent && r->expires_usec == 0;
+        return r->hold != HOLD_NONE || (!r->persistent && r->expires_usec == 0);
 }
+
+static inline const char *request_target(const Request *r) {
+        return r->target ?: "";
+}
+
+/* What r lives as long as, as ListRequests says it (bound_to): "connection",
+ * "timeout", "persistent", "fd", "process", "cgroup" or "rule". */
+const char *request_bound_to(const Request *r);
 
 /* The floor never lowers a bound below itself and never creates one. */
 int32_t effective_latency(int32_t min, int32_t floor);
