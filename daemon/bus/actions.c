@@ -15,13 +15,13 @@
 #include "util/log.h"
 
 /* A long timeout outlives its caller as persistence does: it needs what persistence needs. */
-static const char *request_action(const Manager *m, bool persistent, uint64_t timeout_usec) {
+const char *request_action(const Manager *m, bool persistent, uint64_t timeout_usec) {
         if (persistent || timeout_usec > (uint64_t) m->limits.max_unprivileged_timeout_sec * 1000000u)
                 return ACTION_REQUEST_LATENCY_PERSISTENT;
         return ACTION_REQUEST_LATENCY;
 }
 
-static int check_request_limits(const Manager *m, const Client *c, sd_bus_error *error) {
+int check_request_limits(const Manager *m, const Client *c, sd_bus_error *error) {
         if (c->uid == 0)
                 return 0;
         if (c->owner.n_requests >= m->limits.max_per_connection)
@@ -38,7 +38,7 @@ static int check_request_limits(const Manager *m, const Client *c, sd_bus_error 
 }
 
 /* The core undid the change; the caller hears why. */
-static int kernel_refused(Manager *m, int r, sd_bus_error *error) {
+int kernel_refused(Manager *m, int r, sd_bus_error *error) {
         char msg[256];
         snprintf(msg, sizeof(msg), "Cannot write the latency bound to the kernel (%s): %s.", m->core.sink.path,
                  strerror(-r));
@@ -46,7 +46,7 @@ static int kernel_refused(Manager *m, int r, sd_bus_error *error) {
         return sd_bus_error_set(error, PMQOS_ERROR_FAILED, msg);
 }
 
-static Request *new_request(Manager *m, const Client *c, const NewRequest *nr) {
+Request *new_request(Manager *m, const Client *c, const NewRequest *nr) {
         Request *req = request_new(&m->core.store);
         if (!req)
                 return NULL;

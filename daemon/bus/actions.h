@@ -24,6 +24,19 @@ typedef struct NewRequest {
 } NewRequest;
 
 int action_request(Manager *m, sd_bus_message *message, const NewRequest *nr, sd_bus_error *error);
+/* Hold(): the request and a descriptor it lives as long as, in the reply. */
+int action_hold(Manager *m, sd_bus_message *message, const NewRequest *nr, sd_bus_error *error);
+/* RequestFor(): the request for as long as target (a pidfd or a cgroup v2 directory) lives. */
+int action_request_for(Manager *m, sd_bus_message *message, const NewRequest *nr, int target, sd_bus_error *error);
+
+/* The steps the actions share (actions.c). */
+const char *request_action(const Manager *m, bool persistent, uint64_t timeout_usec);
+/* The per-connection and per-user caps (root is exempt). */
+int check_request_limits(const Manager *m, const Client *c, sd_bus_error *error);
+/* The core undid the change (r: why): the caller hears it as Failed. */
+int kernel_refused(Manager *m, int r, sd_bus_error *error);
+/* A request of c as nr asks, not yet added; NULL when out of memory. */
+Request *new_request(Manager *m, const Client *c, const NewRequest *nr);
 int action_update(Manager *m, sd_bus_message *message, uint32_t cookie, int32_t value, sd_bus_error *error);
 int action_cancel(Manager *m, sd_bus_message *message, uint32_t cookie, sd_bus_error *error);
 int action_set_floor(Manager *m, sd_bus_message *message, int32_t value, sd_bus_error *error);

@@ -12,6 +12,7 @@
 #define ACTION_REQUEST_LATENCY_PERSISTENT "org.freedesktop.pmqos.request-latency-persistent"
 #define ACTION_CANCEL_REQUEST "org.freedesktop.pmqos.cancel-request"
 #define ACTION_SET_MINIMUM_LATENCY "org.freedesktop.pmqos.set-minimum-latency"
+#define ACTION_REQUEST_LATENCY_FOR_OTHERS "org.freedesktop.pmqos.request-latency-for-others"
 
 /* At most max_in_flight checks are handed to polkitd at once (its answers
  * share one bus connection, which dbus-daemon lets wait for 128 replies);

@@ -29,40 +29,84 @@ static int check_cpus_exist(Manager *m, const RequestOptions *o, sd_bus_error *e
         return 0;
 }
 
+/* The options of Request, Hold and RequestFor, read and checked into *nr
+ * (its strings and CPUs are o's). Returns 0, or what the handler returns. */
+static int read_new_request(Manager *m, sd_bus_message *message, const char *type, int32_t value, bool held,
+                            RequestOptions *o, NewRequest *nr, sd_bus_error *error) {
+        QosType t;
+        ValidationError v = {};
+        int r;
+
+        if (bus_parse_type(m, type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
+                return bus_reply_validation_error(error, &v);
+        r = parse_request_options(message, m->limits.max_timeout_sec, o, &v);
+        if (r < 0)
+                return v.name ? bus_reply_validation_error(error, &v) : r;
+        if (held && o->persistent)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
+                                        "A request bound to a descriptor, process or cgroup cannot be persistent: "
+                                        "it ends with what it is bound to.");
+        if (t == QOS_TYPE_CPU_WAKEUP && o->n_cpus > 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
+                                        "The cpus option is for cpu_dma: cpu_wakeup is one bound for the whole "
+                                        "machine.");
+        r = check_cpus_exist(m, o, error);
+        if (r < 0)
+                return r;
+        *nr = (NewRequest){ .type = t,
+                            .value = value,
+                            .persistent = o->persistent,
+                            .timeout_usec = (uint64_t) o->timeout_sec * 1000000u,
+                            .reason = o->reason,
+                            .cpus = o->cpus,
+                            .n_cpus = o->n_cpus };
+        return 0;
+}
+
 static int method_request(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
         CALL_SCOPE(m, message);
         _cleanup_(request_options_done) RequestOptions o = {};
         const char *type;
         int32_t value;
-        QosType t;
-        ValidationError v = {};
+        NewRequest nr;
         int r;
 
         r = sd_bus_message_read(message, "si", &type, &value);
-        if (r < 0)
-                return r;
-        if (bus_parse_type(m, type, &t, &v) < 0 || check_latency_value(value, &v) < 0)
-                return bus_reply_validation_error(error, &v);
-        r = parse_request_options(message, m->limits.max_timeout_sec, &o, &v);
-        if (r < 0)
-                return v.name ? bus_reply_validation_error(error, &v) : r;
-        if (t == QOS_TYPE_CPU_WAKEUP && o.n_cpus > 0)
-                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
-                                        "The cpus option is for cpu_dma: cpu_wakeup is one bound for the whole "
-                                        "machine.");
-        r = check_cpus_exist(m, &o, error);
-        if (r < 0)
-                return r;
-        return action_request(m, message,
-                              &(NewRequest){ .type = t,
-                                             .value = value,
-                                             .persistent = o.persistent,
-                                             .timeout_usec = (uint64_t) o.timeout_sec * 1000000u,
-                                             .reason = o.reason,
-                                             .cpus = o.cpus,
-                                             .n_cpus = o.n_cpus },
-                              error);
+        if (r >= 0)
+                r = read_new_request(m, message, type, value, false, &o, &nr, error);
+        return r < 0 ? r : action_request(m, message, &nr, error);
+}
+
+static int method_hold(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        CALL_SCOPE(m, message);
+        _cleanup_(request_options_done) RequestOptions o = {};
+        const char *type;
+        int32_t value;
+        NewRequest nr;
+        int r;
+
+        r = sd_bus_message_read(message, "si", &type, &value);
+        if (r >= 0)
+                r = read_new_request(m, message, type, value, true, &o, &nr, error);
+        return r < 0 ? r : action_hold(m, message, &nr, error);
+}
+
+static int method_request_for(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        CALL_SCOPE(m, message);
+        _cleanup_(request_options_done) RequestOptions o = {};
+        const char *type;
+        int32_t value;
+        int target;
+        NewRequest nr;
+        int r;
+
+        r = sd_bus_message_read(message, "sih", &type, &value, &target);
+        if (r >= 0)
+                r = read_new_request(m, message, type, value, true, &o, &nr, error);
+        return r < 0 ? r : action_request_for(m, message, &nr, target, error);
 }
 
 static int method_update(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -205,6 +249,10 @@ const sd_bus_vtable bus_native_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_METHOD_WITH_ARGS("Request", SD_BUS_ARGS("s", type, "i", value, "a{sv}", options),
                                 SD_BUS_RESULT("u", cookie), method_request, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Hold", SD_BUS_ARGS("s", type, "i", value, "a{sv}", options),
+                                SD_BUS_RESULT("u", cookie, "h", fd), method_hold, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("RequestFor", SD_BUS_ARGS("s", type, "i", value, "h", target, "a{sv}", options),
+                                SD_BUS_RESULT("u", cookie), method_request_for, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Update", SD_BUS_ARGS("u", cookie, "i", value), SD_BUS_NO_RESULT, method_update,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Cancel", SD_BUS_ARGS("u", cookie), SD_BUS_NO_RESULT, bus_method_cancel,

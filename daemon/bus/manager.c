@@ -30,19 +30,17 @@ static uint64_t random_seed(void) {
 /* A departure of this many requests lets the woken peers run before its bookkeeping. */
 #define DEPARTURE_YIELD_MIN 64u
 
-/* A client left: its dying requests go in one transaction, one signal. */
-static void on_departed(Client *c, void *userdata) {
-        Manager *m = userdata;
+void manager_drop_owner(Manager *m, RequestOwner *owner, const char *who) {
         ChangeSet changes;
 
-        if (c->owner.n_requests == 0)
+        if (owner->n_requests == 0)
                 return;
-        unsigned n = c->owner.n_requests;
+        unsigned n = owner->n_requests;
         /* The kernel and LatencyChanged first: whoever waits for the bound to
          * lift hears it before the bookkeeping of a thousand requests. */
-        int r = core_drop_owner(&m->core, &c->owner, &changes);
+        int r = core_drop_owner(&m->core, owner, &changes);
         if (r < 0)
-                log_error_errno(r, "Cannot lift the requests of %s from %s: %m", c->name, m->core.sink.path);
+                log_error_errno(r, "Cannot lift the requests of %s from %s: %m", who, m->core.sink.path);
         publish_now(&m->pub, &changes);
         /* That bookkeeping takes a few hundred µs for a thousand requests; the
          * bus, and whoever waits for LatencyChanged, were just woken and run
@@ -50,9 +48,24 @@ static void on_departed(Client *c, void *userdata) {
          * on two cores). Once per large departure, never in a loop. */
         if (n >= DEPARTURE_YIELD_MIN)
                 (void) sched_yield();
-        core_drop_owner_finish(&m->core, &c->owner);
+        core_drop_owner_finish(&m->core, owner);
         publish_rest(&m->pub, &changes);
-        log_debug("%s left the bus; %u request(s) released or detached.", c->name, n);
+        log_debug("%s is gone; %u request(s) released or detached.", who, n);
+}
+
+/* A client left: its dying requests go in one transaction, one signal. */
+static void on_departed(Client *c, void *userdata) {
+        manager_drop_owner(userdata, &c->owner, c->name);
+}
+
+/* A descriptor's last copy closed, a process exited, a cgroup emptied. */
+static void on_hold_ended(Hold *h, void *userdata) {
+        static const char *const what[_HOLD_MAX] = {
+                [HOLD_FD] = "The holder of a descriptor",
+                [HOLD_PROCESS] = "The process of a request",
+                [HOLD_CGROUP] = "The cgroup of a request",
+        };
+        manager_drop_owner(userdata, &h->owner, what[h->kind]);
 }
 
 int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config) {
@@ -66,6 +79,7 @@ int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config) {
         m->explainer.helper_fd = -1; /* before anything can fail: manager_free() looks at it */
         m->limits = config->limits;
         clients_init(&m->clients, m->limits.max_clients, on_departed, m);
+        holds_init(&m->holds, event, m->limits.max_held, on_hold_ended, m);
 
         core.seed = random_seed();
         r = core_init(&m->core, &core);
@@ -109,7 +123,8 @@ Manager *manager_free(Manager *m) {
         explainer_done(&m->explainer);
         battery_done(&m->battery);
         unit_rules_done(&m->rules); /* the rules' requests go with the core */
-        core_done(&m->core);
+        core_done(&m->core);        /* the holds of its requests go with them */
+        holds_done(&m->holds);
         clients_done(&m->clients);
         auth_free(m->auth);
         publisher_done(&m->pub);
@@ -133,6 +148,7 @@ void manager_set_limits(Manager *m, const Limits *limits, int32_t default_floor,
         /* Live requests and calls above a new limit stay; only new ones are refused. */
         m->limits = *limits;
         m->clients.max = limits->max_clients;
+        m->holds.max = limits->max_held;
         auth_set_max_in_flight(m->auth, limits->max_polkit_in_flight);
         int r = core_set_default_floor(&m->core, default_floor, &changes);
         if (r < 0)

@@ -15,6 +15,7 @@
 #include "bus/calls.h"
 #include "bus/client.h"
 #include "bus/explain.h"
+#include "bus/holds.h"
 #include "bus/publish.h"
 #include "bus/unit-rules.h"
 #include "conf/config.h"
@@ -34,6 +35,7 @@ typedef struct Manager {
         Core core;
         Clients clients;
         Calls calls;
+        Holds holds; /* requests held by a descriptor, a process or a cgroup */
         Auth *auth;
         Limits limits;
         Publisher pub;
@@ -58,6 +60,10 @@ int manager_attach_bus(Manager *m, sd_bus *bus);
  * brings the kernel to everything loaded, and starts the runtime record.
  * *ret_changes is for publish() once the name is ours. */
 int manager_start(Manager *m, ChangeSet *ret_changes);
+
+/* owner is gone (a client left the bus, a hold ended): its dying requests
+ * end in one transaction, one signal; who names it in the debug log. */
+void manager_drop_owner(Manager *m, RequestOwner *owner, const char *who);
 
 /* Applies limits and the default floor (after a reload). */
 void manager_set_limits(Manager *m, const Limits *limits, int32_t default_floor, int32_t battery_floor);

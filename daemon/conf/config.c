@@ -44,6 +44,7 @@ static const NumberKey number_keys[] = {
         COUNT_KEY("MaxPending", max_pending, CONFIG_SET_MAX_PENDING, 1000000),
         COUNT_KEY("MaxPolkitChecksInFlight", max_polkit_in_flight, CONFIG_SET_MAX_POLKIT_IN_FLIGHT, 100),
         COUNT_KEY("MaxClients", max_clients, CONFIG_SET_MAX_CLIENTS, 1000000),
+        COUNT_KEY("MaxHeldRequests", max_held, CONFIG_SET_MAX_HELD, 65536),
 };
 
 static int parse_number(const char *s, long long min, long long max, long long *ret) {
@@ -132,7 +133,7 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                         snprintf(err, err_size,
                                  "%s:%u: %.40s: unknown key (known: MaxRequestsPerConnection, MaxRequestsPerUser, "
                                  "MaxTimeoutSec, MaxUnprivilegedTimeoutSec, MaxPendingPerConnection, "
-                                 "MaxPendingPerUser, MaxPending, MaxPolkitChecksInFlight, MaxClients, "
+                                 "MaxPendingPerUser, MaxPending, MaxPolkitChecksInFlight, MaxClients, MaxHeldRequests, "
                                  "DefaultMinimumLatency, OnBatteryMinimumLatency, StateDirectory)",
                                  path, lineno, key);
                         r = -EINVAL;

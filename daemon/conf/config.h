@@ -25,6 +25,7 @@ typedef struct Limits {
         unsigned max_pending;                  /* MaxPending: all callers together */
         unsigned max_polkit_in_flight;         /* MaxPolkitChecksInFlight: checks polkitd has at once */
         unsigned max_clients;                  /* MaxClients: connections tracked at once */
+        unsigned max_held; /* MaxHeldRequests: requests held by a descriptor, process or cgroup (one fd each) */
 } Limits;
 
 #define LIMITS_DEFAULT                                                                         \
@@ -36,7 +37,8 @@ typedef struct Limits {
                    .max_pending_per_uid = PMQOS_DEFAULT_MAX_PENDING_PER_UID,                   \
                    .max_pending = PMQOS_DEFAULT_MAX_PENDING,                                   \
                    .max_polkit_in_flight = PMQOS_DEFAULT_MAX_POLKIT_IN_FLIGHT,                 \
-                   .max_clients = PMQOS_DEFAULT_MAX_CLIENTS })
+                   .max_clients = PMQOS_DEFAULT_MAX_CLIENTS,                                   \
+                   .max_held = PMQOS_DEFAULT_MAX_HELD })
 
 /* dbus-daemon lets one connection wait for 128 replies at most, pmqosd's
  * own connection to polkitd included: stay well below. */
@@ -63,6 +65,7 @@ enum {
         CONFIG_SET_MAX_POLKIT_IN_FLIGHT = 1 << 9,
         CONFIG_SET_MAX_CLIENTS = 1 << 10,
         CONFIG_SET_BATTERY_FLOOR = 1 << 11,
+        CONFIG_SET_MAX_HELD = 1 << 12,
 };
 
 void config_done(Config *c);

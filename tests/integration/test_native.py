@@ -25,7 +25,7 @@ from contract import (
 from fixtures import BrokerTestCase, NOBODY, main, wait_for
 
 LIST_KEYS = {"cookie", "type", "value", "uid", "pid", "exec", "reason", "created", "persistent", "expires",
-             "cpus", "sender"}
+             "cpus", "sender", "bound_to", "target"}
 
 
 def opts(**kw):
@@ -57,6 +57,10 @@ class TestNativeInterface(NativeTestCase):
         self.assertEqual(methods, {
             "Request": [("type", "s", "in"), ("value", "i", "in"), ("options", "a{sv}", "in"),
                         ("cookie", "u", "out")],
+            "Hold": [("type", "s", "in"), ("value", "i", "in"), ("options", "a{sv}", "in"), ("cookie", "u", "out"),
+                     ("fd", "h", "out")],
+            "RequestFor": [("type", "s", "in"), ("value", "i", "in"), ("target", "h", "in"),
+                           ("options", "a{sv}", "in"), ("cookie", "u", "out")],
             "Update": [("cookie", "u", "in"), ("value", "i", "in")],
             "Cancel": [("cookie", "u", "in")],
             "ListRequests": [("requests", "aa{sv}", "out")],
@@ -83,6 +87,7 @@ class TestNativeInterface(NativeTestCase):
         self.assertEqual(r["value"], 321)
         self.assertEqual(r["uid"], os.getuid())
         self.assertEqual(r["pid"], os.getpid())
+        self.assertEqual((r["bound_to"], r["target"]), ("connection", ""))
         self.assertEqual(r["reason"], "audio session")
         self.assertFalse(r["persistent"])
         self.assertEqual(r["expires"], 0)

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Hold() and RequestFor(): a request whose owner is a Hold (holds.h), not
+ * the caller's connection. Same steps as Request (know the caller → limits
+ * → authorize → one transaction → reply → publish), plus the target's owner
+ * for RequestFor(). */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bus/actions.h"
+#include "util/log.h"
+#include "sys/target.h"
+#include "util/macro.h"
+
+static int check_held_limit(const Manager *m, sd_bus_error *error) {
+        if (m->holds.n >= m->holds.max)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                         "pmqosd already holds %u requests bound to a descriptor, process or cgroup, "
+                                         "the most it holds (MaxHeldRequests).",
+                                         m->holds.n);
+        return 0;
+}
+
+/* 1. the caller, 2. its limits, 3. polkit (action, or what Request needs). */
+static int know_and_authorize(Manager *m, sd_bus_message *message, const NewRequest *nr, const char *action,
+                              Client **ret, sd_bus_error *error) {
+        int r = call_know_caller(&m->calls, message, ret, error);
+        if (r <= 0)
+                return r;
+        if ((*ret)->uid != 0) {
+                r = check_request_limits(m, *ret, error);
+                if (r >= 0)
+                        r = check_held_limit(m, error);
+                if (r < 0)
+                        return r;
+        }
+        return call_authorize(&m->calls, message, *ret, action ?: request_action(m, false, nr->timeout_usec), error);
+}
+
+/* 4. and 5.: h owns the new request; the reply carries the cookie (and peer_fd). */
+static int add_held(Manager *m, sd_bus_message *message, const Client *c, const NewRequest *nr, Hold *h, char *target,
+                    int peer_fd, sd_bus_error *error) {
+        ChangeSet changes;
+
+        Request *req = new_request(m, c, nr);
+        if (!req) {
+                free(target);
+                hold_free(h);
+                return -ENOMEM;
+        }
+        req->hold = h->kind;
+        req->target = target;
+        uint32_t cookie = req->cookie;
+        int r = core_add(&m->core, req, &h->owner, &changes);
+        if (r < 0) {
+                hold_free(h);
+                return kernel_refused(m, r, error);
+        }
+        r = peer_fd >= 0 ? sd_bus_reply_method_return(message, "uh", cookie, peer_fd)
+                         : sd_bus_reply_method_return(message, "u", cookie);
+        publish(&m->pub, &changes);
+        return r;
+}
+
+int action_hold(Manager *m, sd_bus_message *message, const NewRequest *nr, sd_bus_error *error) {
+        Client *c;
+        Hold *h;
+        int peer_fd;
+
+        int r = know_and_authorize(m, message, nr, NULL, &c, error);
+        if (r <= 0)
+                return r < 0 ? r : 1;
+        r = hold_new_fd(&m->holds, -1, &h, &peer_fd);
+        if (r < 0)
+                return r == -EMFILE || r == -ENFILE
+                               ? sd_bus_error_set(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                                  "pmqosd cannot open another descriptor now; retry later.")
+                               : r;
+        r = add_held(m, message, c, nr, h, NULL, peer_fd, error);
+        close(peer_fd); /* the reply has its copy */
+        return r;
+}
+
+/* "pid N (exec)": read by pid, then checked to be that process still. */
+static char *process_target(int pidfd, pid_t pid) {
+        char *exec = process_command_line(pid);
+        if (!exec)
+                return NULL;
+        if (!target_alive(pidfd))
+                exec[0] = 0;
+        size_t n = strlen(exec) + 32;
+        char *s = malloc(n);
+        if (s)
+                snprintf(s, n, exec[0] ? "pid %d (%s)" : "pid %d", (int) pid, exec);
+        free(exec);
+        return s;
+}
+
+static int refuse_target(int r, const char *why, sd_bus_error *error) {
+        if (r == -EINVAL || r == -ESRCH || r == -EREMOTE)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, why);
+        return sd_bus_error_setf(error, PMQOS_ERROR_FAILED, "Cannot read what the target is: %s.", strerror(-r));
+}
+
+/* The kept copy of target watched by a new hold: the pidfd, or the directory. */
+static int hold_target(Manager *m, const Target *t, int target, Hold **ret, sd_bus_error *error) {
+        int fd = fcntl(target, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return errno == EMFILE || errno == ENFILE
+                               ? sd_bus_error_set(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                                  "pmqosd cannot open another descriptor now; retry later.")
+                               : -errno;
+        int r = t->kind == TARGET_PROCESS ? hold_new_process(&m->holds, fd, ret) : hold_new_cgroup(&m->holds, fd, ret);
+        if (r < 0)
+                close(fd);
+        if (r == -ECHILD)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "The cgroup %s has no process in it: its request would end at once.", t->path);
+        if (r == -ENOENT)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "The cgroup %s has no cgroup.events (the root cgroup never empties).",
+                                         t->path);
+        return r;
+}
+
+int action_request_for(Manager *m, sd_bus_message *message, const NewRequest *nr, int target, sd_bus_error *error) {
+        _cleanup_(target_done) Target t = {};
+        char why[256];
+        Client *c;
+        Hold *h;
+
+        /* What the target is, and whose, is read anew at each run: a pending
+         * polkit check must not decide for a target that changed owner. */
+        int r = target_identify(target, &t, why, sizeof(why));
+        if (r < 0)
+                return refuse_target(r, why, error);
+        r = call_know_caller(&m->calls, message, &c, error);
+        if (r <= 0)
+                return r < 0 ? r : 1;
+        const char *action = t.uid != c->uid ? ACTION_REQUEST_LATENCY_FOR_OTHERS : NULL;
+        r = know_and_authorize(m, message, nr, action, &c, error);
+        if (r <= 0)
+                return r < 0 ? r : 1;
+        char *name = t.kind == TARGET_PROCESS ? process_target(target, t.pid) : strdup(t.path);
+        if (!name)
+                return -ENOMEM;
+        r = hold_target(m, &t, target, &h, error);
+        if (r < 0) {
+                free(name);
+                return r;
+        }
+        return add_held(m, message, c, nr, h, name, -1, error);
+}

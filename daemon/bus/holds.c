@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Holds on the event loop: a pipe's read end watched for EPOLLHUP (the last
+ * copy of its write end closed, anywhere), a pidfd for EPOLLIN (its process
+ * exited), a cgroup's cgroup.events for EPOLLPRI, re-read at each wake-up. */
+
+#include "bus/holds.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "util/log.h"
+
+void holds_init(Holds *hs, sd_event *event, unsigned max, void (*ended)(Hold *h, void *userdata), void *userdata) {
+        *hs = (Holds){ .event = event, .max = max, .ended = ended, .userdata = userdata };
+}
+
+void holds_done(Holds *hs) {
+        while (hs->head)
+                hold_free(hs->head);
+}
+
+Hold *hold_free(Hold *h) {
+        if (!h)
+                return NULL;
+        Holds *hs = h->holds;
+        if (h->prev)
+                h->prev->next = h->next;
+        else
+                hs->head = h->next;
+        if (h->next)
+                h->next->prev = h->prev;
+        hs->n--;
+        sd_event_source_disable_unref(h->source);
+        if (h->fd >= 0)
+                close(h->fd);
+        if (h->events_fd >= 0)
+                close(h->events_fd);
+        free(h);
+        return NULL;
+}
+
+/* Its request ended otherwise (cancelled, expired, at shutdown). */
+static void on_emptied(RequestOwner *o) {
+        Hold *h = (Hold *) o;
+        if (!h->ending)
+                hold_free(h);
+}
+
+static void end(Hold *h) {
+        h->ending = true;
+        (void) sd_event_source_set_enabled(h->source, SD_EVENT_OFF);
+        if (h->owner.n_requests > 0)
+                h->holds->ended(h, h->holds->userdata);
+        hold_free(h);
+}
+
+bool cgroup_events_populated(const char *text, size_t len) {
+        /* "populated 0\nfrozen 0\n": one "key value" a line. */
+        for (size_t i = 0; i < len;) {
+                const char *line = text + i, *nl = memchr(line, '\n', len - i);
+                size_t n = nl ? (size_t) (nl - line) : len - i;
+                if (n == 11 && memcmp(line, "populated 1", 11) == 0)
+                        return true;
+                i += n + 1;
+        }
+        return false;
+}
+
+/* -1: cannot be read (the cgroup is gone); else whether it is populated. */
+static int read_populated(int events_fd) {
+        char buf[256];
+        ssize_t n = pread(events_fd, buf, sizeof(buf), 0);
+        if (n < 0)
+                return -errno;
+        return cgroup_events_populated(buf, (size_t) n);
+}
+
+static int on_event(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Hold *h = userdata;
+
+        (void) s, (void) fd;
+        if (h->kind == HOLD_CGROUP && !(revents & (EPOLLERR | EPOLLHUP)) && read_populated(h->events_fd) > 0)
+                return 0; /* another change (frozen, a process moved): still populated */
+        end(h);
+        return 0;
+}
+
+static int hold_new(Holds *hs, RequestHold kind, int fd, int watch_fd, uint32_t events, Hold **ret) {
+        Hold *h = calloc(1, sizeof(Hold));
+        if (!h)
+                return -ENOMEM;
+        *h = (Hold){ .owner = { .emptied = on_emptied }, .holds = hs, .kind = kind, .fd = fd, .events_fd = -1 };
+        if (watch_fd != fd)
+                h->events_fd = watch_fd;
+        int r = sd_event_add_io(hs->event, &h->source, watch_fd, events, on_event, h);
+        if (r < 0) {
+                free(h);
+                return r;
+        }
+        h->next = hs->head;
+        if (hs->head)
+                hs->head->prev = h;
+        hs->head = h;
+        hs->n++;
+        *ret = h;
+        return 0;
+}
+
+int hold_new_fd(Holds *hs, int fd, Hold **ret, int *ret_peer_fd) {
+        int p[2] = { fd, -1 };
+
+        if (fd < 0 && pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+                return -errno;
+        /* No EPOLLIN: what a holder writes into its end wakes nobody; the
+         * last close is EPOLLHUP, which epoll always reports. */
+        int r = hold_new(hs, HOLD_FD, p[0], p[0], 0, ret);
+        if (r < 0) {
+                if (fd < 0)
+                        close(p[0]);
+                if (p[1] >= 0)
+                        close(p[1]);
+                return r;
+        }
+        if (ret_peer_fd)
+                *ret_peer_fd = p[1];
+        else if (p[1] >= 0)
+                close(p[1]);
+        return 0;
+}
+
+int hold_new_process(Holds *hs, int pidfd, Hold **ret) {
+        return hold_new(hs, HOLD_PROCESS, pidfd, pidfd, EPOLLIN, ret);
+}
+
+int hold_new_cgroup(Holds *hs, int dir_fd, Hold **ret) {
+        int events_fd = openat(dir_fd, "cgroup.events", O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (events_fd < 0)
+                return errno == ENOENT ? -ENOENT : -errno;
+        /* Watched first, read second: a change in between wakes us. */
+        int r = hold_new(hs, HOLD_CGROUP, dir_fd, events_fd, EPOLLPRI, ret);
+        if (r < 0) {
+                close(events_fd);
+                return r;
+        }
+        r = read_populated(events_fd);
+        if (r <= 0) {
+                (*ret)->fd = -1; /* dir_fd stays the caller's on failure */
+                *ret = hold_free(*ret);
+                return r == 0 ? -ECHILD : r;
+        }
+        return 0;
+}

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* A pidfd says its pid in /proc/self/fdinfo; that pid's /proc entry is read
+ * and the pidfd checked alive afterwards, so a pid reused in between cannot
+ * lend its owner. A cgroup is its directory: cgroup2's magic, its owner and
+ * inode. */
+
+#include "sys/target.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+void target_done(Target *t) {
+        free(t->path);
+        t->path = NULL;
+}
+
+/* Reads a small /proc file relative to dir (or absolute, dir AT_FDCWD). */
+static ssize_t read_small(int dir, const char *name, char *buf, size_t size) {
+        int fd = openat(dir, name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, buf, size - 1);
+        int k = errno;
+        close(fd);
+        if (n < 0)
+                return -k;
+        buf[n] = 0;
+        return n;
+}
+
+/* The value after "key:\t" on its own line, as a signed number. */
+static int field_i64(const char *text, const char *key, int64_t *ret) {
+        size_t n = strlen(key);
+        for (const char *p = text; p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+                if (strncmp(p, key, n) == 0 && p[n] == ':') {
+                        char *end;
+                        errno = 0;
+                        long long v = strtoll(p + n + 1, &end, 10);
+                        if (errno || end == p + n + 1)
+                                return -EBADMSG;
+                        *ret = v;
+                        return 0;
+                }
+        return -ENOENT;
+}
+
+bool target_alive(int pidfd) {
+        struct pollfd p = { .fd = pidfd, .events = POLLIN };
+        return poll(&p, 1, 0) == 0;
+}
+
+/* /proc/PID/stat's 22nd field; the command in parentheses may hold anything. */
+static int read_start_time(int proc_dir, uint64_t *ret) {
+        char buf[1024];
+        ssize_t n = read_small(proc_dir, "stat", buf, sizeof(buf));
+        if (n < 0)
+                return (int) n;
+        const char *p = strrchr(buf, ')');
+        if (!p)
+                return -EBADMSG;
+        /* After ") ": field 3 (state) … field 22 (starttime). */
+        for (int field = 2; field < 22; field++) {
+                p = strchr(p + 1, ' ');
+                if (!p)
+                        return -EBADMSG;
+        }
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(p + 1, &end, 10);
+        if (errno || end == p + 1)
+                return -EBADMSG;
+        *ret = v;
+        return 0;
+}
+
+/* uid and start time of pid, read through /proc/PID. */
+static int read_process(pid_t pid, uid_t *ret_uid, uint64_t *ret_start) {
+        char path[32], buf[4096];
+        int64_t uid;
+        snprintf(path, sizeof(path), "/proc/%d", (int) pid);
+        int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0)
+                return errno == ENOENT ? -ESRCH : -errno;
+        ssize_t n = read_small(dir, "status", buf, sizeof(buf));
+        int r = n < 0 ? (int) n : field_i64(buf, "Uid", &uid);
+        if (r >= 0)
+                r = read_start_time(dir, ret_start);
+        close(dir);
+        if (r < 0)
+                return r == -ENOENT ? -ESRCH : r;
+        *ret_uid = (uid_t) uid;
+        return 0;
+}
+
+static int identify_process(int fd, Target *t, char *err, size_t err_size) {
+        char path[64], buf[1024];
+        int64_t pid;
+
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+        ssize_t n = read_small(AT_FDCWD, path, buf, sizeof(buf));
+        if (n < 0)
+                return (int) n;
+        if (field_i64(buf, "Pid", &pid) < 0) {
+                snprintf(err, err_size, "The target is neither a pidfd nor a cgroup v2 directory.");
+                return -EINVAL;
+        }
+        if (pid < 0) {
+                snprintf(err, err_size, "The target process has exited already.");
+                return -ESRCH;
+        }
+        if (pid == 0) {
+                snprintf(err, err_size, "The target process is not in pmqosd's pid namespace.");
+                return -EREMOTE;
+        }
+        *t = (Target){ .kind = TARGET_PROCESS, .pid = (pid_t) pid };
+        int r = read_process(t->pid, &t->uid, &t->start_time);
+        if (r == -ESRCH || (r >= 0 && !target_alive(fd))) {
+                snprintf(err, err_size, "The target process has exited already.");
+                return -ESRCH;
+        }
+        return r;
+}
+
+static int identify_cgroup(int fd, const struct stat *st, Target *t, char *err, size_t err_size) {
+        char path[64], link[4096];
+
+        if (!S_ISDIR(st->st_mode)) {
+                snprintf(err, err_size, "The target is a file of a cgroup, not its directory.");
+                return -EINVAL;
+        }
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(path, link, sizeof(link) - 1);
+        if (n < 0)
+                return -errno;
+        link[n] = 0;
+        *t = (Target){ .kind = TARGET_CGROUP, .uid = st->st_uid, .cgroup_id = st->st_ino, .path = strdup(link) };
+        return t->path ? 0 : -ENOMEM;
+}
+
+int target_identify(int fd, Target *ret, char *err, size_t err_size) {
+        struct statfs sfs;
+        struct stat st;
+
+        if (fstatfs(fd, &sfs) < 0 || fstat(fd, &st) < 0)
+                return -errno;
+        if ((uint32_t) sfs.f_type == CGROUP2_SUPER_MAGIC)
+                return identify_cgroup(fd, &st, ret, err, err_size);
+        if ((uint32_t) sfs.f_type == TARGET_ANON_INODE_MAGIC || (uint32_t) sfs.f_type == TARGET_PIDFS_MAGIC)
+                return identify_process(fd, ret, err, err_size);
+        snprintf(err, err_size, "The target is neither a pidfd nor a cgroup v2 directory (%s).",
+                 S_ISSOCK(st.st_mode)  ? "it is a socket"
+                 : S_ISREG(st.st_mode) ? "it is a regular file"
+                 : S_ISDIR(st.st_mode) ? "it is a directory outside cgroup2"
+                                       : "it is another kind of file");
+        return -EINVAL;
+}
+
+int target_reopen_process(pid_t pid, uint64_t start_time) {
+        uid_t uid;
+        uint64_t start;
+
+        int fd = (int) syscall(SYS_pidfd_open, pid, 0);
+        if (fd < 0)
+                return errno == ESRCH ? -ESRCH : -errno;
+        /* The pidfd first, its pid's start time second: a match is that very process. */
+        int r = read_process(pid, &uid, &start);
+        if (r < 0 || start != start_time || !target_alive(fd)) {
+                close(fd);
+                return r < 0 && r != -ESRCH ? r : -ESRCH;
+        }
+        (void) fcntl(fd, F_SETFD, FD_CLOEXEC);
+        return fd;
+}
+
+int target_reopen_cgroup(const char *path, uint64_t id) {
+        struct statfs sfs;
+        struct stat st;
+
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? -ESRCH : -errno;
+        if (fstatfs(fd, &sfs) < 0 || fstat(fd, &st) < 0 || (uint32_t) sfs.f_type != CGROUP2_SUPER_MAGIC ||
+            st.st_ino != id) {
+                close(fd);
+                return -ESRCH;
+        }
+        return fd;
+}

@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Requests bound to what they serve instead of a bus connection: Hold()'s
+descriptor (kept by a child after its parent is gone, kept after the bus
+connection closed, its last close ending the request), RequestFor() on a
+pidfd (a killed process) and on a cgroup v2 directory (emptied, removed),
+what is refused (a regular file, a socket, persistent), per-CPU bounds
+through all three, and the listings' bound_to and target. The kernel value
+is read back each time."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+
+from gi.repository import GLib
+
+from contract import INVALID, NATIVE_IFACE
+from fixtures import BrokerTestCase, IS_ROOT, main, make_fake_sysfs, read_cpu, remote_error_name, skip_notice, wait_for
+from held_util import call_fds, cgroup_root, hold, make_cgroup, request_for, requests_by_cookie
+
+
+class HeldTestCase(BrokerTestCase):
+    def value(self):
+        return 30 + os.getpid() % 7  # a value no other holder is likely to ask for
+
+
+class TestHold(HeldTestCase):
+    def test_close_ends_it(self):
+        c = self.client()
+        cookie, fd = hold(c, self.value(), {"reason": GLib.Variant("s", "held")})
+        self.assertKernelAtMost(self.value())
+        entry = requests_by_cookie(c)[cookie]
+        self.assertEqual((entry["bound_to"], entry["target"], entry["sender"]), ("fd", "", ""))
+        self.assertEqual(entry["reason"], "held")
+        os.close(fd)
+        self.assert_eventually(self.kernel.released, what="the bound to lift at the descriptor's close")
+        self.assertNotIn(cookie, requests_by_cookie(c))
+
+    def test_bus_connection_closed_descriptor_kept(self):
+        c = self.client()
+        cookie, fd = hold(c, self.value())
+        c.close()
+        other = self.client()
+        self.assert_persists(lambda: cookie in requests_by_cookie(other), 0.5, "the held request")
+        self.assertKernelAtMost(self.value())
+        os.close(fd)
+        self.assert_eventually(self.kernel.released, what="the bound to lift")
+
+    def test_descriptor_in_a_child_parent_gone(self):
+        # The parent asks, starts a child that inherits the descriptor, and exits.
+        script = (
+            "import os, sys\n"
+            "sys.path.insert(0, %r)\n"
+            "from held_util import hold, connect\n"
+            "c = connect(os.environ['DBUS_SYSTEM_BUS_ADDRESS'])\n"
+            "cookie, fd = hold(c, %d)\n"
+            "os.set_inheritable(fd, True)\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    os.close(1)\n"
+            "    os.read(0, 1)\n"  # lives until the test closes its stdin
+            "    os._exit(0)\n"
+            "print(cookie, pid, flush=True)\n"
+            "os._exit(0)\n" % (os.path.dirname(os.path.abspath(__file__)), self.value())
+        )
+        c = self.client()  # and the daemon
+        proc = subprocess.Popen([sys.executable, "-c", script], env=self.bus.env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        cookie, child = map(int, proc.stdout.readline().split())
+        proc.wait()
+        self.assertIn(cookie, requests_by_cookie(c))
+        self.assertKernelAtMost(self.value())
+        proc.stdin.close()  # the child reads EOF and exits: the last copy closes
+        self.assert_eventually(lambda: cookie not in requests_by_cookie(c), what="the request to end")
+        self.assert_eventually(self.kernel.released, what="the bound to lift")
+        try:
+            os.waitpid(child, 0)
+        except ChildProcessError:
+            pass
+
+    def test_cancel_closes_the_hold(self):
+        c = self.client()
+        cookie, fd = hold(c, self.value())
+        c.call("Cancel", "u", cookie, iface=NATIVE_IFACE)
+        self.assert_eventually(self.kernel.released, what="the bound to lift")
+        # pmqosd closed its end: the holder's writes fail.
+        self.assertRaises(BrokenPipeError, os.write, fd, b"x")
+        os.close(fd)
+
+    def test_timeout_is_an_upper_bound(self):
+        c = self.client()
+        cookie, fd = hold(c, self.value(), {"timeout": GLib.Variant("u", 1)})
+        self.assertKernelAtMost(self.value())
+        self.assert_eventually(self.kernel.released, timeout=4, what="the timeout to end the held request")
+        os.close(fd)
+
+    def test_persistent_refused(self):
+        c = self.client()
+        name, _ = c.call_error("Hold", "sia{sv}", "cpu_dma", 10, {"persistent": GLib.Variant("b", True)}, iface=NATIVE_IFACE)
+        self.assertEqual(name, INVALID)
+        self.assertTrue(self.kernel.released())
+
+    def test_writes_into_it_change_nothing(self):
+        c = self.client()
+        cookie, fd = hold(c, self.value())
+        os.set_blocking(fd, False)
+        try:
+            while True:
+                os.write(fd, b"x" * 4096)
+        except BlockingIOError:
+            pass
+        self.assertIn(cookie, requests_by_cookie(c))
+        os.close(fd)
+        self.assert_eventually(self.kernel.released, what="the bound to lift with data still unread")
+
+
+class TestRequestFor(HeldTestCase):
+    def sleeper(self):
+        p = subprocess.Popen(["sleep", "600"])
+        self.addCleanup(lambda: (p.kill(), p.wait()))
+        return p
+
+    def test_process_killed(self):
+        p = self.sleeper()
+        c = self.client()
+        pidfd = os.pidfd_open(p.pid)
+        cookie = request_for(c, self.value(), pidfd)
+        os.close(pidfd)
+        entry = requests_by_cookie(c)[cookie]
+        self.assertEqual(entry["bound_to"], "process")
+        self.assertEqual(entry["target"], "pid %d (sleep 600)" % p.pid)
+        self.assertKernelAtMost(self.value())
+        c.close()  # the caller's connection does not matter
+        p.kill()
+        p.wait()
+        self.assert_eventually(self.kernel.released, what="the bound to lift at the process's exit")
+
+    def test_exited_process_refused(self):
+        p = subprocess.Popen(["true"])
+        pidfd = os.pidfd_open(p.pid)
+        p.wait()
+        c = self.client()
+        name, _ = call_error_fds(c, self.value(), pidfd)
+        self.assertEqual(name, INVALID)
+
+    def test_regular_file_refused(self):
+        c = self.client()
+        with tempfile.TemporaryFile() as f:
+            name, msg = call_error_fds(c, self.value(), f.fileno())
+        self.assertEqual(name, INVALID)
+        self.assertIn("regular file", msg)
+
+    def test_socket_refused(self):
+        c = self.client()
+        a, b = socket.socketpair()
+        with a, b:
+            name, msg = call_error_fds(c, self.value(), a.fileno())
+        self.assertEqual(name, INVALID)
+        self.assertIn("socket", msg)
+
+    def test_cgroup_emptied(self):
+        path = make_cgroup(self)
+        p = self.sleeper()
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(p.pid))
+        c = self.client()
+        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        cookie = request_for(c, self.value(), dfd)
+        os.close(dfd)
+        entry = requests_by_cookie(c)[cookie]
+        self.assertEqual((entry["bound_to"], entry["target"]), ("cgroup", path))
+        self.assertKernelAtMost(self.value())
+        self.assert_persists(lambda: cookie in requests_by_cookie(c), 0.3, "the cgroup's request")
+        p.kill()
+        p.wait()
+        self.assert_eventually(self.kernel.released, what="the bound to lift when the cgroup empties")
+
+    def test_empty_cgroup_refused(self):
+        path = make_cgroup(self)
+        c = self.client()
+        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        name, msg = call_error_fds(c, self.value(), dfd)
+        os.close(dfd)
+        self.assertEqual(name, INVALID)
+        self.assertIn("no process", msg)
+
+    def test_directory_outside_cgroup2_refused(self):
+        c = self.client()
+        dfd = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
+        name, _ = call_error_fds(c, self.value(), dfd)
+        os.close(dfd)
+        self.assertEqual(name, INVALID)
+
+
+class TestPerCpu(HeldTestCase):
+    def setUp(self):
+        self.sysfs = make_fake_sysfs({0: "0", 1: "100"})
+        self.addCleanup(shutil.rmtree, self.sysfs, True)
+        self.daemon_args = ("--sysfs-root", self.sysfs)
+        super().setUp()
+
+    def test_all_three(self):
+        c = self.client()
+        cpus = {"cpus": GLib.Variant("au", [1])}
+        cookie, fd = hold(c, 40, cpus)
+        self.assertEqual(read_cpu(self.sysfs, 1), "40")
+        p = subprocess.Popen(["sleep", "600"])
+        pidfd = os.pidfd_open(p.pid)
+        request_for(c, 30, pidfd, cpus)
+        os.close(pidfd)
+        self.assertEqual(read_cpu(self.sysfs, 1), "30")
+        if cgroup_root():
+            path = make_cgroup(self)
+            q = subprocess.Popen(["sleep", "600"])
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write(str(q.pid))
+            dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+            request_for(c, 20, dfd, cpus)
+            os.close(dfd)
+            self.assertEqual(read_cpu(self.sysfs, 1), "20")
+            q.kill()
+            q.wait()
+            wait_for(lambda: read_cpu(self.sysfs, 1) == "30", what="cpu1 back to the process's bound")
+        p.kill()
+        p.wait()
+        wait_for(lambda: read_cpu(self.sysfs, 1) == "40", what="cpu1 back to the descriptor's bound")
+        os.close(fd)
+        wait_for(lambda: read_cpu(self.sysfs, 1) == "100", what="cpu1 restored")
+        self.assertEqual(read_cpu(self.sysfs, 0), "0")
+        self.assertTrue(self.kernel.released())
+
+
+def call_error_fds(c, value, fd):
+    try:
+        call_fds(c, "RequestFor", "siha{sv}", ("cpu_dma", value, 0, {}), [fd])
+    except GLib.Error as e:
+        return remote_error_name(e), e.message
+    raise AssertionError("RequestFor succeeded, expected an error")
+
+
+if __name__ == "__main__":
+    if not IS_ROOT:
+        skip_notice("cgroups and other users' processes", "not root")
+    main()
