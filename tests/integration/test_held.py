@@ -8,16 +8,19 @@ through all three, and the listings' bound_to and target. The kernel value
 is read back each time."""
 
 import os
+import pwd
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import unittest
 
 from gi.repository import GLib
 
-from contract import INVALID, NATIVE_IFACE
+from contract import ACCESS_DENIED, INTERACTIVE, INVALID, NATIVE_IFACE
 from fixtures import BrokerTestCase, IS_ROOT, main, make_fake_sysfs, read_cpu, remote_error_name, skip_notice, wait_for
+from hostenv import POLKITD_PRESENT, POLKIT_USERS, polkit_install, polkit_uid, polkit_uninstall
 from held_util import call_fds, cgroup_root, hold, make_cgroup, request_for, requests_by_cookie
 
 
@@ -230,6 +233,93 @@ class TestPerCpu(HeldTestCase):
         wait_for(lambda: read_cpu(self.sysfs, 1) == "100", what="cpu1 restored")
         self.assertEqual(read_cpu(self.sysfs, 0), "0")
         self.assertTrue(self.kernel.released())
+
+
+FOR_OTHERS_RULES = """// Installed by pmqos's test suite (test_held.py) for one run, removed after.
+polkit.addRule(function(action, subject) {
+    if (subject.user == "%s" && action.id == "org.freedesktop.pmqos.request-latency-for-others")
+        return polkit.Result.YES;
+});
+"""
+FOR_OTHERS_RULES_DEST = "/etc/polkit-1/rules.d/10-pmqos-held-test.rules"
+
+# Run as another user: RequestFor on the pidfd of argv[1]; prints "ok COOKIE" or "error NAME".
+REQUEST_FOR_PID = """
+import os, sys
+sys.path.insert(0, %r)
+from gi.repository import GLib
+from held_util import connect, request_for
+c = connect(os.environ["DBUS_SYSTEM_BUS_ADDRESS"])
+pidfd = os.pidfd_open(int(sys.argv[1]))
+try:
+    print("ok", request_for(c, int(sys.argv[2]), pidfd), flush=True)
+except GLib.Error as e:
+    from gi.repository import Gio
+    print("error", Gio.DBusError.get_remote_error(e), flush=True)
+""" % os.path.dirname(os.path.abspath(__file__))
+
+
+@unittest.skipUnless(IS_ROOT and POLKITD_PRESENT, "needs root (users, polkit files) and polkitd")
+class TestOtherUsers(HeldTestCase):
+    with_polkit = True
+
+    @classmethod
+    def setUpClass(cls):
+        polkit_install()
+        with open(FOR_OTHERS_RULES_DEST, "w") as f:
+            f.write(FOR_OTHERS_RULES % POLKIT_USERS["member2"])
+
+    @classmethod
+    def tearDownClass(cls):
+        os.unlink(FOR_OTHERS_RULES_DEST)
+        polkit_uninstall()
+
+    def process_of(self, key):
+        uid = polkit_uid(key)
+        p = subprocess.Popen(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups", "sleep", "600"])
+        self.addCleanup(lambda: (p.kill(), p.wait()))
+        wait_for(lambda: proc_uid(p.pid) == uid, what="the target to run as its user")
+        return p
+
+    def request_for_as(self, key, pid):
+        u = pwd.getpwnam(POLKIT_USERS[key])
+        self.assertIsNotNone(self.daemon)  # started now, with polkitd, if not yet
+        out = subprocess.run(["setpriv", "--reuid=%d" % u.pw_uid, "--regid=%d" % u.pw_gid, "--init-groups",
+                              sys.executable, "-c", REQUEST_FOR_PID, str(pid), str(self.value())],
+                             env=self.bus.env, stdout=subprocess.PIPE, text=True, timeout=60).stdout.split()
+        return out[0], out[1]
+
+    def test_own_process_needs_what_a_request_needs(self):
+        target = self.process_of("member")
+        self.assertEqual(self.request_for_as("member", target.pid)[0], "ok")
+        self.assertKernelAtMost(self.value())
+        target.kill()
+        target.wait()
+        self.assert_eventually(self.kernel.released, what="the bound to lift")
+
+    def test_another_users_process_refused_without_the_action(self):
+        target = self.process_of("plain")
+        kind, name = self.request_for_as("member", target.pid)
+        self.assertEqual(kind, "error")
+        self.assertIn(name, (ACCESS_DENIED, INTERACTIVE))
+        self.assertTrue(self.kernel.released())
+
+    def test_another_users_process_granted_with_the_action(self):
+        target = self.process_of("plain")
+        kind, cookie = self.request_for_as("member2", target.pid)
+        self.assertEqual(kind, "ok")
+        c = self.client()
+        entry = requests_by_cookie(c)[int(cookie)]
+        self.assertEqual((entry["uid"], entry["bound_to"]), (polkit_uid("member2"), "process"))
+        self.assertKernelAtMost(self.value())
+        target.kill()
+        target.wait()
+        self.assert_eventually(self.kernel.released, what="the bound to lift")
+
+
+def proc_uid(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int([line for line in f if line.startswith("Uid:")][0].split()[1])
 
 
 def call_error_fds(c, value, fd):
