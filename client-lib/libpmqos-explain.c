@@ -345,6 +345,8 @@ _public_ pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e) {
 
 _public_ int pmqos_explain(pmqos_client *c, pmqos_explanation **ret) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        if (ret)
+                *ret = NULL; /* on every failure */
         if (!c || !ret)
                 return -EINVAL;
         CLIENT_SCOPE(c);

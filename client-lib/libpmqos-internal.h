@@ -45,8 +45,9 @@ struct pmqos_client {
         sd_bus *bus;
         char *last_error;
         bool interactive;
-        bool broker_gone; /* between NameOwnerChanged "left" and "back" */
-        char *broker;     /* the broker's unique name: only its signals count */
+        uint64_t call_timeout_usec; /* pmqos_client_set_timeout(); 0: sd-bus's default */
+        bool broker_gone;           /* between NameOwnerChanged "left" and "back" */
+        char *broker;               /* the broker's unique name: only its signals count */
         Entry *entries;
         sd_bus_slot *owner_slot;
         sd_bus_slot *latency_slot;
@@ -66,6 +67,26 @@ struct pmqos_client {
         int wake_fd;     /* eventfd: wakes the helper, or -1 */
 };
 
+/* What a request asks for, as it goes to the broker. */
+typedef struct RequestArgs {
+        int32_t value;
+        const char *reason;
+        uint32_t timeout_sec;
+        const uint32_t *cpus;
+        size_t n_cpus;
+        bool persistent;
+} RequestArgs;
+
+/* The requests made through c (libpmqos-issue.c). */
+Entry *client_entry_free(Entry *e);
+Entry *client_find_entry(pmqos_client *c, uint32_t cookie, Entry ***ret_link);
+/* Native Request(); *ret_cookie is the broker's cookie. */
+int client_issue(pmqos_client *c, const RequestArgs *a, uint32_t *ret_cookie);
+/* The broker's unique name; its NameOwnerChanged handler (a restart
+ * re-issues what the new broker lacks). */
+void client_set_broker(pmqos_client *c, const char *unique);
+int client_on_name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *error);
+
 /* Every public function holds c's lock for its whole run. */
 void client_lock(pmqos_client *c);
 void client_unlock(pmqos_client *c);
@@ -82,9 +103,15 @@ void client_helper_start(pmqos_client *c);
  * Called with the lock held once; releases it around the join. */
 void client_helper_stop(pmqos_client *c, bool join);
 
+/* CLOCK_MONOTONIC in µs. */
+uint64_t client_now_usec(void);
+/* What pmqos_client_last_error() says from now on (copied; NULL clears). */
+void client_set_last_error(pmqos_client *c, const char *message);
 /* Records the broker's message for pmqos_client_last_error() and maps the
  * error (or r) to a negative errno. */
 int client_map_error(pmqos_client *c, const sd_bus_error *e, int r);
+/* How long a call on c waits for its answer (0: sd-bus's default). */
+uint64_t client_call_timeout(pmqos_client *c);
 /* A method call on the broker's object; append adds the arguments. */
 int client_call(pmqos_client *c, const char *iface, const char *member, sd_bus_message **ret_reply,
                 int (*append)(sd_bus_message *m, const void *data), const void *data);

@@ -122,6 +122,10 @@ int client_read_request_info(sd_bus_message *m, pmqos_request_info *info, bool *
 }
 
 _public_ int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n) {
+        if (ret)
+                *ret = NULL; /* on every failure: pmqos_request_info_free(*ret, *ret_n) is then a no-op */
+        if (ret_n)
+                *ret_n = 0;
         if (!c || !ret || !ret_n)
                 return -EINVAL;
         CLIENT_SCOPE(c);

@@ -7,10 +7,10 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "libpmqos-internal.h"
@@ -37,12 +37,10 @@ void client_unlock(pmqos_client *c) {
 /* sd-bus gives an absolute CLOCK_MONOTONIC deadline; poll() wants ms from now. */
 static int poll_timeout_ms(pmqos_client *c) {
         uint64_t until;
-        struct timespec ts;
 
         if (sd_bus_get_timeout(c->bus, &until) <= 0 || until == UINT64_MAX)
                 return -1;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t now = (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+        uint64_t now = client_now_usec();
         if (until <= now)
                 return 0;
         uint64_t ms = (until - now + 999) / 1000;
@@ -72,6 +70,32 @@ static void *helper_main(void *userdata) {
         return NULL;
 }
 
+/* The helper runs SCHED_OTHER whatever the creating thread runs: a
+ * SCHED_FIFO audio or control thread that makes a request must not get a
+ * second real-time thread in its process, busy with bus traffic (and a
+ * SCHED_DEADLINE thread could not create one by inheritance at all). */
+static int helper_create(pmqos_client *c) {
+        pthread_attr_t attr;
+        struct sched_param param = { .sched_priority = 0 };
+        int r = pthread_attr_init(&attr);
+        if (r != 0)
+                return r;
+        r = pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+        if (r == 0)
+                r = pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
+        if (r == 0)
+                r = pthread_attr_setschedparam(&attr, &param);
+        if (r == 0)
+                r = pthread_create(&c->helper, &attr, helper_main, c);
+        pthread_attr_destroy(&attr);
+        /* SCHED_IDLE callers may lack the right to raise a thread to
+         * SCHED_OTHER (RLIMIT_NICE): such a caller is no real-time one, so
+         * inheriting its policy is what it asked for. */
+        if (r == EPERM)
+                r = pthread_create(&c->helper, NULL, helper_main, c);
+        return r;
+}
+
 void client_helper_start(pmqos_client *c) {
         sigset_t all, old;
 
@@ -85,7 +109,7 @@ void client_helper_start(pmqos_client *c) {
         sigfillset(&all);
         pthread_sigmask(SIG_BLOCK, &all, &old);
         c->helper_stop = false;
-        c->helper_created = pthread_create(&c->helper, NULL, helper_main, c) == 0;
+        c->helper_created = helper_create(c) == 0;
         pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 

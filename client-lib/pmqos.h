@@ -5,18 +5,28 @@
  * libpmqos — hold a CPU latency bound through pmqosd, the system's latency
  * broker (bus name org.freedesktop.PMQoS on the system bus).
  *
- * The one-line use:
+ * The first program (examples/first-request.c, installed with the
+ * documentation; the test suite compiles and runs it, and this text):
  *
- *     pmqos_client *c;
+ *     pmqos_client *c; // NULL after any failure of pmqos_client_new()
  *     uint32_t cookie;
- *     if (pmqos_client_new(&c) >= 0 && pmqos_request(c, 50, &cookie) >= 0)
- *             ... run with every CPU waking within 50 µs ...
+ *     int r = pmqos_client_new(&c);
+ *     if (r >= 0)
+ *             r = pmqos_request(c, 50, &cookie);
+ *     if (r < 0)
+ *             fprintf(stderr, "running without a latency bound: %s\n", pmqos_strerror(r));
+ *     run_low_latency_work(); // every CPU wakes within 50 µs if r >= 0
  *     pmqos_client_free(c);   // the bound ends here, or when the process dies
  *
  * Conventions:
  *  - Every function returns 0 (or a count) on success, a negative errno on
  *    failure; nothing aborts, prints, or calls exit(). After a failure,
- *    pmqos_client_last_error() gives the broker's one-sentence reason.
+ *    pmqos_client_last_error() gives the broker's one-sentence reason,
+ *    pmqos_strerror() a sentence for the errno.
+ *  - Constructors (pmqos_client_new(), pmqos_list_requests(),
+ *    pmqos_explain()) set *ret to NULL (and a count to 0) on every failure,
+ *    so that the matching free function may be called whatever happened;
+ *    a failed request leaves *ret_cookie 0, which is never a cookie.
  *  - Errors: -EACCES the broker (polkit) refused; -EINVAL invalid argument;
  *    -ENOENT no request with that cookie; -EUSERS a per-connection or per-user
  *    limit is reached; -EOPNOTSUPP not supported on this kernel;
@@ -25,8 +35,12 @@
  *    -ENOMEM out of memory.
  *  - Latencies are in microseconds, 0 … 2000000000; -1 means "no bound".
  *  - Threads: there is no global state. Calls on one pmqos_client are
- *    serialized by its own lock; different clients never meet. Never free a
- *    client from its own callback, nor use it in a child after fork().
+ *    serialized by its own lock (priority-inheriting, so a real-time caller
+ *    waiting on it lends its priority); different clients never meet. Never
+ *    free a client from its own callback, nor use it in a child after fork().
+ *    The only thread the library starts is the helper below: one per client
+ *    at most, SCHED_OTHER whatever the policy of the thread that made the
+ *    request (explicit attributes), all signals blocked.
  *  - Lifetime: requests made with pmqos_request() and pmqos_request_full()
  *    (without a timeout or PMQOS_REQUEST_PERSISTENT) last as long as the
  *    client: pmqos_client_free(), exit or a crash end them.
@@ -59,7 +73,8 @@ typedef struct pmqos_client pmqos_client;
 
 /* Connects to the system bus (DBUS_SYSTEM_BUS_ADDRESS is honoured) and
  * checks that the broker answers (starting it if the bus can). On success
- * *ret is a new client for pmqos_client_free(). */
+ * *ret is a new client for pmqos_client_free(); on failure *ret is NULL
+ * (-ECONNREFUSED: pmqosd is not running; -EHOSTDOWN: no system bus). */
 int pmqos_client_new(pmqos_client **ret);
 
 /* Disconnects: every request made through c that is neither persistent nor
@@ -70,7 +85,7 @@ pmqos_client *pmqos_client_free(pmqos_client *c);
 /* Asks that every CPU wake within usec µs (0 … PMQOS_LATENCY_MAX, or
  * PMQOS_LATENCY_NONE to be listed without constraining) for as long as c
  * lives. The effective bound is in the kernel before this returns.
- * *ret_cookie identifies the request. */
+ * *ret_cookie identifies the request (never 0; 0 after a failure). */
 int pmqos_request(pmqos_client *c, int32_t usec, uint32_t *ret_cookie);
 
 /* Changes a request's value in place (no gap between old and new). */
@@ -85,6 +100,19 @@ int pmqos_get_latency(pmqos_client *c, int32_t *ret_usec);
 /* The broker's message for the last failure on c, or NULL. Valid until the
  * next call on c. */
 const char *pmqos_client_last_error(pmqos_client *c);
+
+/* A sentence for a negative errno this library returns ("pmqosd is not
+ * running" for -ECONNREFUSED), for messages; any other value gets
+ * strerror()'s text. Never NULL, static storage. Since LIBPMQOS_1.1. */
+const char *pmqos_strerror(int r);
+
+/* How long each later call on c waits for the broker's answer, in µs; 0
+ * (the default) is 25 s, or 5 min for calls that may ask for a password
+ * (pmqos_client_set_allow_interactive()). A call not answered in time fails
+ * with -ETIMEDOUT; the broker may still carry it out (a request made so
+ * ends with c all the same). pmqos_client_free() waits the lesser of this
+ * and 5 s. Returns 0. Since LIBPMQOS_1.1. */
+int pmqos_client_set_timeout(pmqos_client *c, uint64_t timeout_usec);
 
 /* ---- richer requests ---- */
 
@@ -131,7 +159,8 @@ typedef struct pmqos_request_info {
         char *type; /* "cpu_dma", or "cpu_wakeup" (Linux 6.19's /dev/cpu_wakeup_latency) */
 } pmqos_request_info;
 
-/* All live requests of every client. Free with pmqos_request_info_free().
+/* All live requests of every client. Free with pmqos_request_info_free()
+ * (*ret NULL and *ret_n 0 after a failure).
  * A listing that is not one the broker sends (an entry without "cookie" or
  * with a key twice: -EBADMSG) or one too large to be real (more than 100,000
  * entries: -E2BIG; more than 8192 CPUs in an entry: -EBADMSG) is refused
@@ -198,7 +227,7 @@ typedef struct pmqos_explanation {
 } pmqos_explanation;
 
 /* The broker's Explain(), computed when asked. Free with
- * pmqos_explanation_free(). An answer that is not one the broker sends (a key
+ * pmqos_explanation_free() (*ret is NULL after a failure). An answer that is not one the broker sends (a key
  * twice, more than 8192 CPUs, 64 C-states per CPU, 4096 holders or 1024 rules) is
  * refused whole: -EBADMSG. */
 int pmqos_explain(pmqos_client *c, pmqos_explanation **ret);

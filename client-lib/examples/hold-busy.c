@@ -7,7 +7,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include <pmqos.h>
@@ -26,12 +25,12 @@ int main(int argc, char *argv[]) {
 
         r = pmqos_client_new(&c);
         if (r < 0) {
-                fprintf(stderr, "hold-busy: cannot reach pmqosd: %s\n", strerror(-r));
+                fprintf(stderr, "hold-busy: cannot reach pmqosd: %s\n", pmqos_strerror(r));
                 return 1;
         }
         r = pmqos_request_full(c, 50, "hold-busy example", 0, NULL, 0, 0, &cookie);
         if (r < 0) {
-                fprintf(stderr, "hold-busy: request refused: %s\n", pmqos_client_last_error(c) ?: strerror(-r));
+                fprintf(stderr, "hold-busy: request refused: %s\n", pmqos_client_last_error(c) ?: pmqos_strerror(r));
                 pmqos_client_free(c);
                 return 1;
         }

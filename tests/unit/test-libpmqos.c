@@ -4,13 +4,21 @@
  * pmqosd (restarted like a service manager would when it exits) and users:
  *   test-libpmqos broker     every function, error mappings, restart re-issue
  *   test-libpmqos no-broker  the bus is there, pmqosd is not
- *   test-libpmqos no-bus     no bus at all */
+ *   test-libpmqos no-bus     no bus at all
+ *   test-libpmqos sched-fifo a SCHED_FIFO caller: every thread libpmqos starts is SCHED_OTHER */
 
+#include <dirent.h>
 #include <grp.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -383,6 +391,33 @@ END_TEST
 /* The broker restarts without its runtime record (it was lost): the library
  * issues the request again by itself, with no call of the application,
  * exactly once; the old cookie keeps working. */
+/* A broker that does not answer (stopped): the call's own timeout ends the
+ * wait, not sd-bus's 25 s; the message says so; the next call works. */
+START_TEST(test_call_timeout) {
+        pmqos_client *c;
+        int32_t v;
+
+        ck_assert_int_eq(pmqos_client_new(&c), 0);
+        ck_assert_int_eq(pmqos_client_set_timeout(c, 200000), 0);
+        pid_t pid = broker_pid();
+        ck_assert_int_gt(pid, 0);
+        ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int r = pmqos_get_latency(c, &v);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ck_assert_int_eq(kill(pid, SIGCONT), 0);
+        double took = (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
+        ck_assert_int_eq(r, -ETIMEDOUT);
+        ck_assert_double_ge(took, 0.19);
+        ck_assert_double_lt(took, 5.0); /* far below sd-bus's default of 25 s */
+        ck_assert_str_eq(pmqos_client_last_error(c), "pmqosd did not answer in time.");
+        ck_assert_int_eq(pmqos_client_set_timeout(c, 0), 0);
+        ck_assert_int_eq(pmqos_get_latency(c, &v), 0);
+        pmqos_client_free(c);
+}
+END_TEST
+
 START_TEST(test_reissue_without_a_call) {
         pmqos_client *c, *w = NULL;
         uint32_t cookie, n = 0;
@@ -414,22 +449,107 @@ START_TEST(test_reissue_without_a_call) {
 }
 END_TEST
 
+/* What the stack held before: a constructor that fails must say NULL, or the
+ * documented "free it whatever happened" frees garbage. */
+static char garbage;
+
 START_TEST(test_no_broker) {
-        pmqos_client *c = NULL;
+        pmqos_client *c = (pmqos_client *) &garbage;
         ck_assert_int_eq(pmqos_client_new(&c), -ECONNREFUSED);
         ck_assert_ptr_null(c);
+        ck_assert_ptr_null(pmqos_client_free(c));
+        ck_assert_str_eq(pmqos_strerror(-ECONNREFUSED), "pmqosd is not running");
 }
 END_TEST
 
 START_TEST(test_no_bus) {
-        pmqos_client *c = NULL;
+        pmqos_client *c = (pmqos_client *) &garbage;
         ck_assert_int_eq(pmqos_client_new(&c), -EHOSTDOWN);
         ck_assert_ptr_null(c);
+        ck_assert_str_eq(pmqos_strerror(-EHOSTDOWN), "The system bus is not available");
+}
+END_TEST
+
+/* Every value a call may return has a sentence; anything else gets libc's. */
+START_TEST(test_strerror) {
+        static const int mine[] = { EACCES,    EINVAL, ENOENT, EUSERS,  EOPNOTSUPP, ECONNREFUSED, EHOSTDOWN,
+                                    ETIMEDOUT, EIO,    ENOMEM, EBADMSG, E2BIG,      ENOTCONN };
+        for (size_t i = 0; i < sizeof(mine) / sizeof(mine[0]); i++) {
+                ck_assert_ptr_nonnull(pmqos_strerror(-mine[i]));
+                ck_assert_str_eq(pmqos_strerror(-mine[i]), pmqos_strerror(mine[i]));
+        }
+        ck_assert_str_eq(pmqos_strerror(-EACCES), "Not authorized by the system's policy (polkit)");
+        ck_assert_str_eq(pmqos_strerror(-EPIPE), strerror(EPIPE));
+        ck_assert_ptr_nonnull(pmqos_strerror(INT_MIN));
+        ck_assert_ptr_nonnull(pmqos_strerror(-123456));
+}
+END_TEST
+
+/* Failed constructors leave NULL and 0 on every path, arguments refused too. */
+START_TEST(test_constructors_null_on_failure) {
+        pmqos_request_info *infos = (pmqos_request_info *) &garbage;
+        pmqos_explanation *e = (pmqos_explanation *) &garbage;
+        size_t n = 7;
+        uint32_t cookie = 7;
+
+        ck_assert_int_eq(pmqos_list_requests(NULL, &infos, &n), -EINVAL);
+        ck_assert_ptr_null(infos);
+        ck_assert_uint_eq(n, 0);
+        ck_assert_int_eq(pmqos_explain(NULL, &e), -EINVAL);
+        ck_assert_ptr_null(e);
+        ck_assert_int_eq(pmqos_request(NULL, 5, &cookie), -EINVAL);
+        ck_assert_uint_eq(cookie, 0);
+        ck_assert_int_eq(pmqos_client_new(NULL), -EINVAL);
+        ck_assert_int_eq(pmqos_client_set_timeout(NULL, 1), -EINVAL);
+}
+END_TEST
+
+/* The scheduling policy of each thread of this process but the caller. */
+static unsigned other_threads(pid_t self, int *policies, unsigned max) {
+        DIR *d = opendir("/proc/self/task");
+        struct dirent *de;
+        unsigned n = 0;
+        ck_assert_ptr_nonnull(d);
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.' && atoi(de->d_name) != self && n < max)
+                        policies[n++] = sched_getscheduler(atoi(de->d_name));
+        closedir(d);
+        return n;
+}
+
+/* A SCHED_FIFO caller makes a request, which starts the helper thread: that
+ * thread is SCHED_OTHER, and it is the only thread the library started. */
+START_TEST(test_threads_sched_other) {
+        struct sched_param fifo = { .sched_priority = 10 }, other = { .sched_priority = 0 };
+        pid_t self = (pid_t) syscall(SYS_gettid);
+        int policies[16];
+        pmqos_client *c;
+        uint32_t cookie;
+
+        ck_assert_int_eq(other_threads(self, policies, 16), 0);
+        ck_assert_int_eq(pthread_setschedparam(pthread_self(), SCHED_FIFO, &fifo), 0);
+        ck_assert_int_eq(pmqos_client_new(&c), 0);
+        ck_assert_int_eq(pmqos_request(c, 100, &cookie), 0);
+        ck_assert_int_eq(sched_getscheduler(0), SCHED_FIFO);
+        ck_assert_int_eq(other_threads(self, policies, 16), 1);
+        ck_assert_int_eq(policies[0], SCHED_OTHER);
+        pmqos_client_free(c);
+        ck_assert_int_eq(other_threads(self, policies, 16), 0);
+        ck_assert_int_eq(pthread_setschedparam(pthread_self(), SCHED_OTHER, &other), 0);
 }
 END_TEST
 
 int main(int argc, char *argv[]) {
         const char *mode = argc > 1 ? argv[1] : "broker";
+        if (strcmp(mode, "sched-fifo") == 0) {
+                struct sched_param fifo = { .sched_priority = 10 }, other = { .sched_priority = 0 };
+                if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &fifo) != 0) {
+                        /* A cgroup without a real-time budget, or no CAP_SYS_NICE. */
+                        printf("cannot run SCHED_FIFO here: no real-time caller to test with\n");
+                        return 77;
+                }
+                pthread_setschedparam(pthread_self(), SCHED_OTHER, &other);
+        }
         Suite *s = suite_create("libpmqos");
         TCase *tc = tcase_create(mode);
         tcase_set_timeout(tc, 60);
@@ -445,10 +565,15 @@ int main(int argc, char *argv[]) {
                 tcase_add_test(tc, test_events);
                 tcase_add_test(tc, test_survives_broker_restart);
                 tcase_add_test(tc, test_reissue_without_a_call);
-        } else if (strcmp(mode, "no-broker") == 0)
+                tcase_add_test(tc, test_call_timeout);
+        } else if (strcmp(mode, "no-broker") == 0) {
                 tcase_add_test(tc, test_no_broker);
-        else if (strcmp(mode, "no-bus") == 0)
+                tcase_add_test(tc, test_strerror);
+                tcase_add_test(tc, test_constructors_null_on_failure);
+        } else if (strcmp(mode, "no-bus") == 0)
                 tcase_add_test(tc, test_no_bus);
+        else if (strcmp(mode, "sched-fifo") == 0)
+                tcase_add_test(tc, test_threads_sched_other);
         else
                 return EXIT_FAILURE;
         suite_add_tcase(s, tc);
