@@ -5,14 +5,21 @@ whenever it exits (as systemd's Restart= would), and test users."""
 
 import os
 import pwd
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
 from fixtures import BrokerTestCase, IS_ROOT, PrivateBus, TIME_SCALE, main, skip_notice
 from hostenv import POLKITD_PRESENT, POLKIT_USERS, polkit_install, polkit_uninstall
 
+SOURCE_ROOT = os.environ.get("PMQOS_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+EXAMPLES_DIR = os.environ.get("PMQOS_EXAMPLES_DIR", "")
+LIBRARY = os.environ.get("PMQOS_LIBRARY", "")
+VALGRIND = shutil.which("valgrind")
 TEST_BINARY = os.environ.get("PMQOS_TEST_LIBPMQOS",
                              os.path.join(os.path.dirname(os.environ.get("PMQOSD", "")), "..", "tests",
                                           "test-libpmqos"))
@@ -49,6 +56,9 @@ class TestLibrary(BrokerTestCase):
         out = proc.stdout.read()
         proc.stdout.close()
         sys.stderr.write(out)
+        if proc.returncode == 77:
+            skip_notice("libpmqos " + mode, out.strip().splitlines()[-1])
+            self.skipTest(out.strip())
         self.assertEqual(proc.returncode, 0, out)
         return restarts
 
@@ -59,6 +69,10 @@ class TestLibrary(BrokerTestCase):
                     PMQOS_TEST_ROUNDS="1000" if TIME_SCALE == 1 else "100",
                     PMQOS_TEST_MEMBER_UID=str(member.pw_uid), PMQOS_TEST_MEMBER_GID=str(member.pw_gid),
                     PMQOS_TEST_PLAIN_UID=str(plain.pw_uid), PMQOS_TEST_PLAIN_GID=str(plain.pw_gid))
+
+    def test_sched_fifo_caller(self):
+        """A SCHED_FIFO caller's request starts the helper thread as SCHED_OTHER."""
+        self.run_binary("sched-fifo", self.env())
 
     def test_with_broker(self):
         self.start_daemon()
@@ -76,8 +90,108 @@ class TestLibrary(BrokerTestCase):
         self.run_binary("no-bus", dict(self.env(), DBUS_SYSTEM_BUS_ADDRESS="unix:path=/nonexistent/bus"))
 
 
+def snippet_program(text, origin):
+    """The first C example in text that calls pmqos_client_new (in a ```c
+    fence, indented, or in a C comment) as a whole program."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"^( \*     |    )?pmqos_client \*c\b", line)
+        if not m:
+            continue
+        prefix = m.group(1) or ""
+        body = []
+        for line in lines[i:]:
+            if line.startswith("```") or (not line.startswith(prefix) and line.strip() not in ("", "*")):
+                break
+            body.append(line[len(prefix):] if line.startswith(prefix) else "")
+        while body and not body[-1].strip():
+            body.pop()
+        return ("#include <stdint.h>\n#include <stdio.h>\n#include <pmqos.h>\n"
+                "static void run_low_latency_work(void) {}\n"
+                "int main(void) {\n%s\n        return 0;\n}\n" % "\n".join("        " + b for b in body))
+    raise AssertionError("%s shows no C example calling pmqos_client_new()" % origin)
+
+
+class Examples:
+    """The examples as users meet them: client-lib/examples/*.c as built and
+    installed, and the snippets of README.md and pmqos.h compiled as they
+    stand. Each is run under valgrind when it is installed."""
+
+    def setUp(self):
+        if not EXAMPLES_DIR or not LIBRARY:
+            self.skipTest("PMQOS_EXAMPLES_DIR and PMQOS_LIBRARY unset (run through meson test)")
+        self.tmp = tempfile.mkdtemp(prefix="pmqos-examples-")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        super().setUp()
+
+    def programs(self):
+        progs = {name: [os.path.join(EXAMPLES_DIR, name)] for name in ("first-request", "hold-busy")}
+        progs["hold-busy"].append("0.3")
+        for origin in ("README.md", os.path.join("client-lib", "pmqos.h")):
+            with open(os.path.join(SOURCE_ROOT, origin)) as f:
+                source = snippet_program(f.read(), origin)
+            name = os.path.basename(origin).replace(".", "-")
+            path = os.path.join(self.tmp, name + ".c")
+            with open(path, "w") as f:
+                f.write(source)
+            libdir = os.path.dirname(LIBRARY)
+            cc = subprocess.run([os.environ.get("CC", "cc"), "-Wall", "-Werror", "-o", path[:-2], path,
+                                 "-I" + os.path.join(SOURCE_ROOT, "client-lib"), "-L" + libdir, "-lpmqos",
+                                 "-Wl,-rpath," + libdir], stderr=subprocess.PIPE, text=True)
+            self.assertEqual(cc.returncode, 0, "%s's example does not compile:\n%s\n%s" % (origin, source, cc.stderr))
+            progs[origin] = [path[:-2]]
+        return progs
+
+    def run_example(self, argv, env):
+        cmd = argv
+        if VALGRIND:
+            cmd = [VALGRIND, "-q", "--error-exitcode=99", "--leak-check=full", "--errors-for-leak-kinds=definite",
+                   *argv]
+        return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              timeout=120 * TIME_SCALE)
+
+
+class TestExamplesWithoutBroker(Examples, unittest.TestCase):
+    """What a first try meets: no broker, or no bus at all. Each example ends
+    cleanly with one line saying why, and valgrind finds nothing."""
+
+    def test_no_broker_and_no_bus(self):
+        if not VALGRIND:
+            skip_notice("the examples under valgrind", "valgrind is not installed; run without it")
+        empty = PrivateBus()
+        self.addCleanup(empty.stop)
+        for name, argv in self.programs().items():
+            for address, why in ((empty.address, "pmqosd is not running"),
+                                 ("unix:path=/nonexistent/bus", "The system bus is not available")):
+                proc = self.run_example(argv, dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=address))
+                what = "%s with %s" % (name, why)
+                self.assertIn(proc.returncode, (0, 1), "%s: %s" % (what, proc.stderr))
+                self.assertIn(why, proc.stderr, what)
+                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, "%s: %s" % (what, proc.stderr))
+
+
+@unittest.skipUnless(IS_ROOT, "needs root (the device)")
+class TestExamplesWithBroker(Examples, BrokerTestCase):
+    def test_against_a_broker(self):
+        for name, argv in self.programs().items():
+            proc = self.run_example(argv, self.bus.env)
+            self.assertEqual(proc.returncode, 0, "%s: %s" % (name, proc.stderr))
+            self.assertEqual(proc.stderr, "", name)
+            self.assertKernelReleased()
+
+    def test_hold_busy_holds_while_it_runs(self):
+        proc = subprocess.Popen([os.path.join(EXAMPLES_DIR, "hold-busy"), "30"], env=self.bus.env,
+                                stdout=subprocess.PIPE, text=True)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        self.assertRegex(proc.stdout.readline(), r"^holding 50 µs \(cookie \d+\)")
+        self.assertKernelAtMost(50)
+        proc.kill()
+        self.assertKernelReleased()
+
+
 if not IS_ROOT:
-    skip_notice("libpmqos C tests", "need root (users, polkit files)")
+    skip_notice("libpmqos C tests and the examples against a broker", "need root (users, polkit files, device)")
 
 if __name__ == "__main__":
     main()
