@@ -30,34 +30,39 @@ static void hold_signals(sigset_t *mask) {
         sigaddset(mask, SIGCHLD);
 }
 
+/* Until COMMAND ends (its status) or, without one, until interrupted (0).
+ * client is NULL when a best-effort COMMAND runs without the bound. */
 static int hold_loop(pmqos_client *client, pid_t child) {
         sigset_t mask;
         hold_signals(&mask);
         int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
         if (sfd < 0) {
                 fprintf(stderr, "pmqosctl: cannot watch signals: %s\n", strerror(errno));
-                return EXIT_REFUSED;
+                if (child > 0)
+                        kill(child, SIGTERM);
+                return child > 0 ? EXIT_LAUNCHER : EXIT_REFUSED;
         }
 
         for (;;) {
                 /* Keeps our request alive across a broker restart. */
-                int r = pmqos_client_process(client);
+                int r = client ? pmqos_client_process(client) : 0;
                 if (r < 0) {
                         fprintf(stderr, "pmqosctl: lost the system bus: %s\n", strerror(-r));
                         close(sfd);
                         if (child > 0)
                                 kill(child, SIGTERM);
-                        return EXIT_REFUSED;
+                        return child > 0 ? EXIT_LAUNCHER : EXIT_REFUSED;
                 }
                 struct pollfd p[2] = {
                         { .fd = sfd, .events = POLLIN },
-                        { .fd = pmqos_client_get_fd(client), .events = (short) pmqos_client_get_events(client) },
+                        { .fd = client ? pmqos_client_get_fd(client) : -1,
+                          .events = client ? (short) pmqos_client_get_events(client) : 0 },
                 };
                 if (poll(p, 2, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         close(sfd);
-                        return EXIT_REFUSED;
+                        return child > 0 ? EXIT_LAUNCHER : EXIT_REFUSED;
                 }
                 if (!(p[0].revents & POLLIN))
                         continue;
@@ -89,7 +94,8 @@ static void block_hold_signals(sigset_t *old) {
         sigprocmask(SIG_BLOCK, &mask, old);
 }
 
-/* Runs command with the signal mask pmqosctl had; returns its pid, or -1 (said why). */
+/* Runs command with the signal mask pmqosctl had; returns its pid, or -1
+ * (said why). A command that cannot be run exits 126, one not found 127. */
 static pid_t start_command(char **command, const sigset_t *old) {
         pid_t child = fork();
         if (child < 0) {
@@ -99,96 +105,146 @@ static pid_t start_command(char **command, const sigset_t *old) {
         if (child == 0) {
                 sigprocmask(SIG_SETMASK, old, NULL);
                 execvp(command[0], command);
-                fprintf(stderr, "pmqosctl: cannot run %s: %s\n", command[0], strerror(errno));
-                _exit(127);
+                int e = errno;
+                fprintf(stderr, "pmqosctl: cannot run %s: %s\n", command[0], strerror(e));
+                _exit(e == ENOENT || e == ENOTDIR ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN);
         }
         return child;
 }
 
-int verb_hold(int argc, char *argv[]) {
+typedef struct Hold {
+        const char *reason;
+        uint32_t *cpus;
+        size_t n_cpus;
+        int32_t usec;
+        const char *cstate; /* USEC was this C-state's name */
+        bool best_effort;
+        char **command; /* NULL: hold until interrupted */
+} Hold;
+
+static void hold_done(Hold *h) {
+        free(h->cpus);
+}
+
+/* Returns -1 to go on, else the exit status (help, usage error). */
+static int hold_parse(int argc, char *argv[], Hold *h) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "reason", required_argument, NULL, 'r' },
                 { "cpus", required_argument, NULL, 'c' },
+                { "best-effort", no_argument, NULL, 'b' },
                 {},
         };
-        const char *reason = NULL;
-        uint32_t *cpus = NULL;
-        size_t n_cpus = 0;
-        int32_t usec;
         int c;
 
         optind = 0; /* full re-initialisation after main()'s own parsing */
-        while ((c = getopt_long(argc, argv, "hr:c:", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "+hr:c:", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
-                        printf("Usage: pmqosctl hold USEC [--reason TEXT] [--cpus LIST] [-- COMMAND [ARG…]]\n"
-                               "Hold a latency bound while COMMAND runs (exit status is COMMAND's),\n"
-                               "or until interrupted when no COMMAND is given. LIST is like 0-3,8.\n"
-                               "USEC may be a C-state name (C1E): the largest exit latency that state has\n"
-                               "on an online CPU of this machine.\n");
-                        free(cpus);
+                        printf("Usage: pmqosctl hold USEC [--reason TEXT] [--cpus LIST] [--best-effort] [-- COMMAND "
+                               "[ARG…]]\n"
+                               "Hold a latency bound while COMMAND runs, or until interrupted when no COMMAND\n"
+                               "is given. LIST is like 0-3,8. USEC is µs (50, or 50us, 2ms), or a C-state name\n"
+                               "(C1E): the largest exit latency that state has on an online CPU of this machine.\n"
+                               "  --best-effort  run COMMAND even when the bound cannot be had (a note on stderr)\n"
+                               "Exit status with COMMAND: COMMAND's, or 125 when pmqosctl fails (no broker,\n"
+                               "refused), 126 when COMMAND cannot be run, 127 when it is not found.\n");
                         return 0;
                 case 'r':
-                        reason = optarg;
+                        h->reason = optarg;
                         break;
                 case 'c':
-                        free(cpus);
-                        if (cpu_list_parse(optarg, &cpus, &n_cpus) < 0)
+                        free(h->cpus);
+                        h->cpus = NULL;
+                        if (cpu_list_parse(optarg, &h->cpus, &h->n_cpus) < 0)
                                 return usage_error("hold", "invalid CPU list \"%s\"", optarg);
                         break;
+                case 'b':
+                        h->best_effort = true;
+                        break;
                 default:
-                        free(cpus);
                         return bad_option("hold", argc, argv);
                 }
-        if (optind >= argc) {
-                free(cpus);
+        if (optind >= argc)
                 return usage_error("hold", "missing USEC");
-        }
-        const char *cstate;
-        if (parse_usec_or_cstate("hold", argv[optind], &usec, &cstate) != 0) {
-                free(cpus);
+        if (parse_usec_or_cstate("hold", argv[optind], &h->usec, &h->cstate) != 0)
                 return EXIT_USAGE;
-        }
-        if (cstate && !reason)
-                reason = cstate; /* what a listing then says it is for */
-        char **command = argv + optind + 1;
-        if (*command && strcmp(*command, "--") == 0)
-                command++;
+        if (h->cstate && !h->reason)
+                h->reason = h->cstate; /* what a listing then says it is for */
+        char **rest = argv + optind + 1;
+        if (*rest && strcmp(*rest, "--") == 0) {
+                if (!rest[1])
+                        return usage_error("hold", "no COMMAND after \"--\"");
+                h->command = rest + 1;
+        } else if (*rest)
+                return usage_error("hold", "unexpected argument \"%s\"; put COMMAND after \"--\"", *rest);
+        if (h->best_effort && !h->command)
+                return usage_error("hold", "--best-effort needs a COMMAND to run");
+        return -1;
+}
 
+/* The bound, held through *ret_client; or the exit status after saying why
+ * (with --best-effort, 0 and no client: a one-line note said so). */
+static int hold_acquire(const Hold *h, pmqos_client **ret_client, uint32_t *ret_cookie) {
+        pmqos_client *client = NULL;
+        const char *what = "cannot reach pmqosd";
+        int r = pmqos_client_new(&client);
+        if (r >= 0) {
+                bool ask = arg_ask_password && isatty(STDIN_FILENO);
+                pmqos_client_set_allow_interactive(client, ask);
+                if (ask)
+                        password_agent_open();
+                (void) pmqos_client_get_fd(client); /* hold_loop() serves it: no helper thread */
+                what = "cannot hold the latency bound";
+                r = pmqos_request_full(client, h->usec, h->reason, 0, h->cpus, h->n_cpus, 0, ret_cookie);
+                password_agent_close(); /* COMMAND gets the terminal to itself */
+        }
+        if (r >= 0) {
+                *ret_client = client;
+                return 0;
+        }
+        *ret_client = NULL;
+        if (!h->best_effort) {
+                broker_error(client, what, r);
+                pmqos_client_free(client);
+                return h->command ? EXIT_LAUNCHER : EXIT_REFUSED;
+        }
+        char *why = broker_reason(client, r);
+        fprintf(stderr, "pmqosctl: running %s without the latency bound: %s\n", h->command[0], why ?: "?");
+        free(why);
+        pmqos_client_free(client);
+        return 0;
+}
+
+int verb_hold(int argc, char *argv[]) {
+        _cleanup_(hold_done) Hold h = {};
+        pmqos_client *client;
+        uint32_t cookie = 0;
+
+        int r = hold_parse(argc, argv, &h);
+        if (r >= 0)
+                return r;
         /* Block before the child exists so that no SIGCHLD is lost. */
         sigset_t old;
         block_hold_signals(&old);
-
-        pmqos_client *client;
-        uint32_t cookie;
-        int r = connect_broker(&client);
-        if (r) {
-                free(cpus);
+        r = hold_acquire(&h, &client, &cookie);
+        if (r != 0)
                 return r;
-        }
-        r = pmqos_request_full(client, usec, reason, 0, cpus, n_cpus, 0, &cookie);
-        free(cpus);
-        if (r < 0) {
-                r = broker_error(client, "cannot hold the latency bound", r);
-                pmqos_client_free(client);
-                return r;
-        }
 
         pid_t child = 0;
-        if (cstate && *command)
-                fprintf(stderr, "Holding %" PRIi32 " µs (%s).\n", usec, cstate);
-        if (*command) {
-                child = start_command(command, &old);
+        if (h.command) {
+                if (client && h.cstate)
+                        fprintf(stderr, "Holding %" PRIi32 " µs (%s).\n", h.usec, h.cstate);
+                child = start_command(h.command, &old);
                 if (child < 0) {
                         pmqos_client_free(client);
-                        return EXIT_REFUSED;
+                        return EXIT_LAUNCHER;
                 }
-        } else if (cstate)
-                fprintf(stderr, "Holding %" PRIi32 " µs (%s, cookie %" PRIu32 "); interrupt to release.\n", usec,
-                        cstate, cookie);
+        } else if (h.cstate)
+                fprintf(stderr, "Holding %" PRIi32 " µs (%s, cookie %" PRIu32 "); interrupt to release.\n", h.usec,
+                        h.cstate, cookie);
         else
-                fprintf(stderr, "Holding %" PRIi32 " µs (cookie %" PRIu32 "); interrupt to release.\n", usec, cookie);
+                fprintf(stderr, "Holding %" PRIi32 " µs (cookie %" PRIu32 "); interrupt to release.\n", h.usec, cookie);
 
         r = hold_loop(client, child);
         pmqos_client_free(client); /* the bound ends here */

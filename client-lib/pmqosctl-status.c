@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/parse-value.h"
 #include "pmqosctl.h"
 
 /* ---- JSON: the Explain() dictionary ---- */
@@ -333,13 +334,12 @@ static int watch(pmqos_client *client, double seconds) {
         return 0;
 }
 
+/* A time span (parse-value.h: "2", "0.5", "500ms", "1min"), 0.1 s … 1 h. */
 static int parse_seconds(const char *s, double *ret) {
-        char *end;
-        errno = 0;
-        double v = strtod(s, &end);
-        if (errno || end == s || *end || !(v >= 0.1 && v <= 3600))
+        uint64_t usec;
+        if (parse_timespan(s, USEC_PER_SEC, &usec) < 0 || usec < USEC_PER_SEC / 10 || usec > 3600 * USEC_PER_SEC)
                 return -EINVAL;
-        *ret = v;
+        *ret = (double) usec / (double) USEC_PER_SEC;
         return 0;
 }
 

@@ -21,83 +21,6 @@
 #include "pmqosctl.h"
 #include "util/text.h"
 
-bool arg_ask_password = true;
-const char *arg_sysfs_root = "/sys";
-
-int usage_error(const char *verb, const char *fmt, ...) {
-        va_list ap;
-        fprintf(stderr, "pmqosctl %s: ", verb);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fprintf(stderr, " (see pmqosctl %s --help)\n", verb);
-        return EXIT_USAGE;
-}
-
-int bad_option(const char *verb, int argc, char *argv[]) {
-        const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-        return usage_error(verb, "unknown option or missing value in \"%s\"", arg);
-}
-
-/* Text from the broker made safe for a terminal: control characters and
- * invalid UTF-8 escaped as \\xNN, as pmqosd does with command lines. */
-char *term_text(const char *s) {
-        size_t len = strlen(s);
-        return text_clean(s, len, 4 * len + 8);
-}
-
-int broker_error(pmqos_client *c, const char *what, int r) {
-        const char *msg = c ? pmqos_client_last_error(c) : NULL;
-        if (r == -ECONNREFUSED && !msg)
-                msg = "pmqosd is not running";
-        else if (r == -EHOSTDOWN)
-                msg = "the system bus is not available";
-        char *clean = term_text(msg ?: strerror(-r));
-        fprintf(stderr, "pmqosctl: %s: %s\n", what, clean ?: "(out of memory)");
-        free(clean);
-        return EXIT_REFUSED;
-}
-
-int connect_broker(pmqos_client **ret) {
-        int r = pmqos_client_new(ret);
-        if (r < 0)
-                return broker_error(NULL, "cannot reach pmqosd", r);
-        pmqos_client_set_allow_interactive(*ret, arg_ask_password && isatty(STDIN_FILENO));
-        /* Every verb either ends at once or polls the fd itself (hold, monitor):
-         * the library needs no helper thread. */
-        (void) pmqos_client_get_fd(*ret);
-        return 0;
-}
-
-int parse_usec(const char *s, int32_t *ret) {
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (errno || end == s || *end || v < 0 || v > PMQOS_LATENCY_MAX)
-                return -EINVAL;
-        *ret = (int32_t) v;
-        return 0;
-}
-
-int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *ret) {
-        char *end;
-        errno = 0;
-        if (*s == '-' || *s == '+')
-                return -EINVAL;
-        unsigned long long v = strtoull(s, &end, 0);
-        if (errno || end == s || *end || v < min || v > max)
-                return -EINVAL;
-        *ret = (uint32_t) v;
-        return 0;
-}
-
-void format_usec(int32_t v, char *buf, size_t size) {
-        if (v < 0 || v >= PMQOS_LATENCY_MAX)
-                snprintf(buf, size, "none");
-        else
-                snprintf(buf, size, "%" PRIi32 " µs", v);
-}
-
 /* ---- request, cancel, set-minimum ---- */
 
 static int verb_request(int argc, char *argv[]) {
@@ -123,8 +46,11 @@ static int verb_request(int argc, char *argv[]) {
                                "It ends at its timeout; --persistent also keeps it across restarts.\n");
                         return 0;
                 case 't':
-                        if (parse_u32(optarg, 1, UINT32_MAX, &timeout) < 0)
-                                return usage_error("request", "invalid timeout \"%s\"; give whole seconds", optarg);
+                        if (parse_timeout_sec(optarg, &timeout) < 0)
+                                return usage_error("request",
+                                                   "invalid timeout \"%s\"; give whole seconds, as 30, 30s, 5min "
+                                                   "or 1h",
+                                                   optarg);
                         break;
                 case 'r':
                         reason = optarg;
@@ -145,6 +71,8 @@ static int verb_request(int argc, char *argv[]) {
                 if (!reason)
                         reason = cstate;
         }
+        if (persistent)
+                denied_hint = HINT_ADMIN;
         if (timeout == 0 && !persistent)
                 return usage_error("request", "--timeout is needed: a plain request would end with this command");
 
@@ -204,15 +132,21 @@ static int verb_set_minimum(int argc, char *argv[]) {
         int32_t usec;
         if (argc == 2 && strcmp(argv[1], "--help") == 0) {
                 printf("Usage: pmqosctl set-minimum USEC|none\n"
-                       "Set the administrator floor: no bound goes below it. \"none\" removes it.\n");
+                       "Set the administrator floor: no bound goes below it. \"none\" removes it.\n"
+                       "USEC may be a C-state name (C1E), as for hold.\n");
                 return 0;
         }
         if (argc != 2)
                 return usage_error("set-minimum", "give exactly one USEC or \"none\"");
         if (strcmp(argv[1], "none") == 0)
                 usec = PMQOS_LATENCY_NONE;
-        else if (parse_usec(argv[1], &usec) < 0)
-                return usage_error("set-minimum", "invalid latency \"%s\"; give microseconds or \"none\"", argv[1]);
+        else {
+                const char *cstate;
+                if (parse_usec_or_cstate("set-minimum", argv[1], &usec, &cstate) != 0)
+                        return EXIT_USAGE;
+                if (cstate)
+                        fprintf(stderr, "Setting the floor to %" PRIi32 " µs (%s).\n", usec, cstate);
+        }
 
         return run_one_call("cannot set the minimum latency", call_set_minimum, usec);
 }
@@ -317,10 +251,13 @@ int main(int argc, char *argv[]) {
         static const struct {
                 const char *name;
                 int (*run)(int argc, char *argv[]);
+                bool may_authorize; /* it changes something: a password agent on a terminal */
+                const char *denied_hint;
         } verbs[] = {
-                { "status", verb_status },   { "list", verb_list },     { "hold", verb_hold },
-                { "request", verb_request }, { "cancel", verb_cancel }, { "set-minimum", verb_set_minimum },
-                { "monitor", verb_monitor }, { "run", verb_run },
+                { "status", verb_status, false, NULL },      { "list", verb_list, false, NULL },
+                { "hold", verb_hold, true, HINT_REQUEST },   { "request", verb_request, true, HINT_REQUEST },
+                { "cancel", verb_cancel, true, HINT_ADMIN }, { "set-minimum", verb_set_minimum, true, HINT_ADMIN },
+                { "monitor", verb_monitor, false, NULL },    { "run", verb_run, true, HINT_REQUEST },
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -358,8 +295,11 @@ int main(int argc, char *argv[]) {
                 return EXIT_USAGE;
         }
         for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-                if (strcmp(argv[optind], verbs[i].name) == 0)
+                if (strcmp(argv[optind], verbs[i].name) == 0) {
+                        arg_may_authorize = verbs[i].may_authorize;
+                        denied_hint = verbs[i].denied_hint;
                         return verbs[i].run(argc - optind, argv + optind);
+                }
         fprintf(stderr, "pmqosctl: unknown command \"%s\" (see pmqosctl --help)\n", argv[optind]);
         return EXIT_USAGE;
 }

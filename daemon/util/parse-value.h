@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The one grammar for numbers an administrator or user types: decimal
+ * integers only (never octal, never hex), time spans as systemd writes them
+ * ("50us", "2ms", "30s", "5min", "1h", "1h 30min"), latencies in µs bare or
+ * as a span. pmqosctl uses it; the Python binding follows the same rules. */
+#pragma once
+
+#include <stdint.h>
+
+#define USEC_PER_SEC UINT64_C(1000000)
+
+/* Decimal digits only: no sign, space or base prefix; a leading zero is
+ * decimal ("010" is 10). Returns 0, -EINVAL (not a number) or -ERANGE
+ * (above max). */
+int parse_decimal(const char *s, uint64_t max, uint64_t *ret);
+
+/* One or more NUMBER[UNIT] parts, optionally separated by spaces, summed
+ * (NUMBER is decimal, with an optional fraction: "1.5h", "0.1"):
+ * us usec µs, ms msec, s sec second(s), m min minute(s), h hr hour(s),
+ * d day(s), w week(s). A part without a unit counts in default_unit (µs per
+ * unit: USEC_PER_SEC for a timeout in seconds). Returns 0, -EINVAL or
+ * -ERANGE. */
+int parse_timespan(const char *s, uint64_t default_unit, uint64_t *ret_usec);
+
+/* A latency bound: µs 0 … max, bare ("50") or with a unit ("50us", "2ms";
+ * a fraction of a µs is dropped).
+ * Returns 0, -EINVAL or -ERANGE. */
+int parse_latency(const char *s, int32_t max, int32_t *ret);
