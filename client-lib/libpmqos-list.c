@@ -30,6 +30,65 @@ _public_ void pmqos_request_info_free(pmqos_request_info *infos, size_t n) {
 static const char *const info_keys[] = { "cookie", "type",    "value",      "uid",     "pid",  "exec",
                                          "reason", "created", "persistent", "expires", "cpus", "sender" };
 
+static int read_info_string(sd_bus_message *m, char **target) {
+        const char *s;
+        int r = sd_bus_message_read(m, "v", "s", &s);
+        if (r < 0)
+                return r;
+        return (*target = strdup(s)) ? 0 : -ENOMEM;
+}
+
+static int read_info_cpus(sd_bus_message *m, pmqos_request_info *info) {
+        const void *data = NULL;
+        size_t size = 0;
+        int r = sd_bus_message_enter_container(m, 'v', "au");
+        if (r >= 0)
+                r = sd_bus_message_read_array(m, 'u', &data, &size);
+        if (r >= 0 && size / sizeof(uint32_t) > LIST_CPUS_MAX)
+                r = -EBADMSG;
+        if (r >= 0 && size > 0) {
+                info->cpus = malloc(size);
+                if (!info->cpus)
+                        return -ENOMEM;
+                memcpy(info->cpus, data, size);
+                info->n_cpus = size / sizeof(uint32_t);
+        }
+        return r < 0 ? r : sd_bus_message_exit_container(m);
+}
+
+/* The value of one key into info; a key we do not know is skipped. */
+static int read_info_field(sd_bus_message *m, const char *key, pmqos_request_info *info) {
+        if (strcmp(key, "cookie") == 0)
+                return sd_bus_message_read(m, "v", "u", &info->cookie);
+        if (strcmp(key, "value") == 0)
+                return sd_bus_message_read(m, "v", "i", &info->value);
+        if (strcmp(key, "uid") == 0)
+                return sd_bus_message_read(m, "v", "u", &info->uid);
+        if (strcmp(key, "pid") == 0)
+                return sd_bus_message_read(m, "v", "u", &info->pid);
+        if (strcmp(key, "created") == 0)
+                return sd_bus_message_read(m, "v", "x", &info->created_usec);
+        if (strcmp(key, "expires") == 0)
+                return sd_bus_message_read(m, "v", "x", &info->expires_usec);
+        if (strcmp(key, "persistent") == 0) {
+                int b = 0;
+                int r = sd_bus_message_read(m, "v", "b", &b);
+                info->persistent = b;
+                return r;
+        }
+        if (strcmp(key, "exec") == 0)
+                return read_info_string(m, &info->exec);
+        if (strcmp(key, "reason") == 0)
+                return read_info_string(m, &info->reason);
+        if (strcmp(key, "sender") == 0)
+                return read_info_string(m, &info->sender);
+        if (strcmp(key, "type") == 0)
+                return read_info_string(m, &info->type);
+        if (strcmp(key, "cpus") == 0)
+                return read_info_cpus(m, info);
+        return sd_bus_message_skip(m, "v");
+}
+
 int client_read_request_info(sd_bus_message *m, pmqos_request_info *info, bool *ret_empty) {
         unsigned seen = 0;
         int r;
@@ -38,7 +97,7 @@ int client_read_request_info(sd_bus_message *m, pmqos_request_info *info, bool *
         if (r < 0)
                 return r;
         while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
-                const char *key, *s;
+                const char *key;
                 r = sd_bus_message_read(m, "s", &key);
                 if (r < 0)
                         return r;
@@ -48,52 +107,7 @@ int client_read_request_info(sd_bus_message *m, pmqos_request_info *info, bool *
                                         return -EBADMSG; /* a key twice: the first value would leak */
                                 seen |= 1u << i;
                         }
-                if (strcmp(key, "cookie") == 0)
-                        r = sd_bus_message_read(m, "v", "u", &info->cookie);
-                else if (strcmp(key, "value") == 0)
-                        r = sd_bus_message_read(m, "v", "i", &info->value);
-                else if (strcmp(key, "uid") == 0)
-                        r = sd_bus_message_read(m, "v", "u", &info->uid);
-                else if (strcmp(key, "pid") == 0)
-                        r = sd_bus_message_read(m, "v", "u", &info->pid);
-                else if (strcmp(key, "created") == 0)
-                        r = sd_bus_message_read(m, "v", "x", &info->created_usec);
-                else if (strcmp(key, "expires") == 0)
-                        r = sd_bus_message_read(m, "v", "x", &info->expires_usec);
-                else if (strcmp(key, "persistent") == 0) {
-                        int b = 0;
-                        r = sd_bus_message_read(m, "v", "b", &b);
-                        info->persistent = b;
-                } else if (strcmp(key, "exec") == 0 || strcmp(key, "reason") == 0 || strcmp(key, "sender") == 0 ||
-                           strcmp(key, "type") == 0) {
-                        r = sd_bus_message_read(m, "v", "s", &s);
-                        char **target = key[0] == 'e'   ? &info->exec
-                                        : key[0] == 'r' ? &info->reason
-                                        : key[0] == 't' ? &info->type
-                                                        : &info->sender;
-                        if (r >= 0 && !(*target = strdup(s)))
-                                r = -ENOMEM;
-                } else if (strcmp(key, "cpus") == 0) {
-                        const void *data = NULL;
-                        size_t size = 0;
-                        r = sd_bus_message_enter_container(m, 'v', "au");
-                        if (r >= 0)
-                                r = sd_bus_message_read_array(m, 'u', &data, &size);
-                        if (r >= 0 && size / sizeof(uint32_t) > LIST_CPUS_MAX)
-                                r = -EBADMSG;
-                        if (r >= 0 && size > 0) {
-                                info->cpus = malloc(size);
-                                if (!info->cpus)
-                                        r = -ENOMEM;
-                                else {
-                                        memcpy(info->cpus, data, size);
-                                        info->n_cpus = size / sizeof(uint32_t);
-                                }
-                        }
-                        if (r >= 0)
-                                r = sd_bus_message_exit_container(m);
-                } else
-                        r = sd_bus_message_skip(m, "v");
+                r = read_info_field(m, key, info);
                 if (r < 0)
                         return r;
                 r = sd_bus_message_exit_container(m);
