@@ -137,8 +137,18 @@ static int hold_parse(int argc, char *argv[], Hold *h) {
         };
         int c;
 
+        /* COMMAND starts after the first "--": getopt never sees it, so its
+         * arguments stay its own whatever they look like. */
+        int end = 1;
+        while (end < argc && strcmp(argv[end], "--") != 0)
+                end++;
+        if (end < argc) {
+                if (end + 1 >= argc)
+                        return usage_error("hold", "no COMMAND after \"--\"");
+                h->command = argv + end + 1;
+        }
         optind = 0; /* full re-initialisation after main()'s own parsing */
-        while ((c = getopt_long(argc, argv, "+hr:c:", options, NULL)) >= 0)
+        while ((c = getopt_long(end, argv, "hr:c:b", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
                         printf("Usage: pmqosctl hold USEC [--reason TEXT] [--cpus LIST] [--best-effort] [-- COMMAND "
@@ -163,21 +173,16 @@ static int hold_parse(int argc, char *argv[], Hold *h) {
                         h->best_effort = true;
                         break;
                 default:
-                        return bad_option("hold", argc, argv);
+                        return bad_option("hold", end, argv);
                 }
-        if (optind >= argc)
+        if (optind >= end)
                 return usage_error("hold", "missing USEC");
         if (parse_usec_or_cstate("hold", argv[optind], &h->usec, &h->cstate) != 0)
                 return EXIT_USAGE;
         if (h->cstate && !h->reason)
                 h->reason = h->cstate; /* what a listing then says it is for */
-        char **rest = argv + optind + 1;
-        if (*rest && strcmp(*rest, "--") == 0) {
-                if (!rest[1])
-                        return usage_error("hold", "no COMMAND after \"--\"");
-                h->command = rest + 1;
-        } else if (*rest)
-                return usage_error("hold", "unexpected argument \"%s\"; put COMMAND after \"--\"", *rest);
+        if (optind + 1 < end)
+                return usage_error("hold", "unexpected argument \"%s\"; put COMMAND after \"--\"", argv[optind + 1]);
         if (h->best_effort && !h->command)
                 return usage_error("hold", "--best-effort needs a COMMAND to run");
         return -1;

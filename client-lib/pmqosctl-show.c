@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* pmqosctl list: every request, for people (escaped, aligned by characters)
- * and as JSON. */
+/* pmqosctl list: every request, for people (escaped, aligned by display
+ * width, fitted to the terminal) and as JSON. */
 
-#include <dirent.h>
+#include <locale.h>
+#include <pwd.h>
+#include <sys/ioctl.h>
+#include <wchar.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -63,13 +66,56 @@ void json_request(const pmqos_request_info *q) {
         printf("}");
 }
 
-/* Display columns of UTF-8 text: one per character (escaped text has no
- * control characters left). */
+/* Display columns of UTF-8 text (escaped text has no control characters
+ * left): wide characters (CJK, emoji) take two, combining marks none, as
+ * the terminal draws them, whatever the caller's locale. */
+static int char_columns(const char *s, size_t *ret_len) {
+        static locale_t utf8;
+        static bool tried;
+        wchar_t wc;
+        mbstate_t st = {};
+
+        if (!tried) {
+                utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t) 0);
+                tried = true;
+        }
+        locale_t old = utf8 ? uselocale(utf8) : (locale_t) 0;
+        size_t n = mbrtowc(&wc, s, MB_CUR_MAX, &st);
+        int w = n == 0 || n > 4 ? -1 : wcwidth(wc);
+        if (old)
+                uselocale(old);
+        if (n == 0 || n > 4) { /* not UTF-8 after all: one byte, one column */
+                *ret_len = 1;
+                return 1;
+        }
+        *ret_len = n;
+        return w < 0 ? 1 : w;
+}
+
 static int text_columns(const char *s) {
         int n = 0;
-        for (const unsigned char *p = (const unsigned char *) s; *p; p++)
-                n += (*p & 0xc0) != 0x80;
+        for (size_t len; *s; s += len)
+                n += char_columns(s, &len);
         return n;
+}
+
+/* s cut to at most max columns, "…" marking the cut (malloc'd; NULL: no memory). */
+static char *cut_columns(const char *s, int max) {
+        if (text_columns(s) <= max)
+                return strdup(s);
+        size_t bytes = 0, len;
+        for (int n = 0; s[bytes]; bytes += len) {
+                int w = char_columns(s + bytes, &len);
+                if (n + w > max - 1)
+                        break;
+                n += w;
+        }
+        char *t = malloc(bytes + sizeof("\u2026"));
+        if (t) {
+                memcpy(t, s, bytes);
+                strcpy(t + bytes, "\u2026");
+        }
+        return t;
 }
 
 static void print_padded(const char *s, int width) {
@@ -89,84 +135,129 @@ static void cpus_text(const pmqos_request_info *r, char *buf, size_t size) {
                 len += (size_t) snprintf(buf + len, size - len, "%s%" PRIu32, i ? "," : "", r->cpus[i]);
 }
 
-/* The table shows at most REASON_COLUMNS characters of a reason ("…" marks
- * the cut); --json has all of it. */
+/* The table shows at most REASON_COLUMNS columns of a reason ("…" marks the
+ * cut); --json has all of it. */
 #define REASON_COLUMNS 40
+#define COMMAND_COLUMNS_MIN 12
 
-static char *table_reason(const char *reason) {
-        char *t = term_text(reason[0] ? reason : "-");
-        if (!t || text_columns(t) <= REASON_COLUMNS)
-                return t;
-        char *p = t;
-        for (int n = 0; n < REASON_COLUMNS - 1; p++)
-                n += (p[1] & 0xc0) != 0x80;
-        strcpy(p, "\u2026");
-        return t;
+/* One row as text, each cell escaped for the terminal. */
+enum {
+        COL_COOKIE,
+        COL_TYPE,
+        COL_VALUE,
+        COL_USER,
+        COL_PID,
+        COL_SINCE,
+        COL_LIFETIME,
+        COL_CPUS,
+        COL_REASON,
+        COL_COMMAND,
+        N_COLS
+};
+static const char *const col_names[N_COLS] = { "COOKIE", "TYPE",     "VALUE", "USER",   "PID",
+                                               "SINCE",  "LIFETIME", "CPUS",  "REASON", "COMMAND" };
+
+static void since_text(int64_t created_usec, time_t now, char *buf, size_t size) {
+        time_t t = (time_t) (created_usec / 1000000);
+        struct tm tm;
+        if (created_usec <= 0 || !localtime_r(&t, &tm)) {
+                snprintf(buf, size, "-");
+                return;
+        }
+        /* The time of day within the last day, else the date. */
+        strftime(buf, size, now - t < 86400 && t <= now ? "%H:%M:%S" : "%Y-%m-%d", &tm);
 }
 
-/* Column widths from the data, counted in characters (not bytes: "µs"), so
- * the table lines up for people; reason and command escaped. */
-static void print_table(const pmqos_request_info *infos, size_t n) {
-        int w_cookie = 6, w_value = 5, w_uid = 3, w_pid = 3, w_cpus = 4, w_reason = 6;
+static void row_cells(const pmqos_request_info *q, time_t now, char *cells[N_COLS]) {
         char buf[256];
-        for (size_t i = 0; i < n; i++) {
-                int k;
-                if ((k = snprintf(buf, sizeof(buf), "%" PRIu32, infos[i].cookie)) > w_cookie)
-                        w_cookie = k;
-                format_usec(infos[i].value, buf, sizeof(buf));
-                if ((k = text_columns(buf)) > w_value)
-                        w_value = k;
-                if ((k = snprintf(buf, sizeof(buf), "%" PRIu32, infos[i].uid)) > w_uid)
-                        w_uid = k;
-                if ((k = snprintf(buf, sizeof(buf), "%" PRIu32, infos[i].pid)) > w_pid)
-                        w_pid = k;
-                cpus_text(&infos[i], buf, sizeof(buf));
-                if ((k = (int) strlen(buf)) > w_cpus)
-                        w_cpus = k;
-        }
-        for (size_t i = 0; i < n; i++) {
-                char *reason = table_reason(infos[i].reason);
-                int k = reason ? text_columns(reason) : 0;
-                if (k > w_reason)
-                        w_reason = k;
-                free(reason);
-        }
-        /* A TYPE column only where there is more than cpu_dma (Linux 6.19's cpu_wakeup). */
-        bool types = false;
-        for (size_t i = 0; i < n; i++)
-                types |= strcmp(infos[i].type, "cpu_dma") != 0;
-        printf("%-*s ", w_cookie, "COOKIE");
-        if (types)
-                printf("%-10s ", "TYPE");
-        print_padded("VALUE", w_value);
-        printf(" %-*s %-*s %-10s %-*s ", w_uid, "UID", w_pid, "PID", "LIFETIME", w_cpus, "CPUS");
-        print_padded("REASON", w_reason);
-        printf(" COMMAND\n");
-        time_t now = time(NULL);
-        for (size_t i = 0; i < n; i++) {
-                const pmqos_request_info *q = &infos[i];
-                char value[32], life[32], cpus[256];
-                format_usec(q->value, value, sizeof(value));
-                if (q->expires_usec > 0)
-                        snprintf(life, sizeof(life), "%llds%s", (long long) (q->expires_usec / 1000000 - now),
+        struct passwd *pw = getpwuid(q->uid);
+
+        (void) !asprintf(&cells[COL_COOKIE], "%" PRIu32, q->cookie);
+        cells[COL_TYPE] = term_text(q->type);
+        format_usec(q->value, buf, sizeof(buf));
+        cells[COL_VALUE] = strdup(buf);
+        if (pw)
+                cells[COL_USER] = term_text(pw->pw_name);
+        else
+                (void) !asprintf(&cells[COL_USER], "%" PRIu32, q->uid);
+        (void) !asprintf(&cells[COL_PID], "%" PRIu32, q->pid);
+        since_text(q->created_usec, now, buf, sizeof(buf));
+        cells[COL_SINCE] = strdup(buf);
+        if (q->expires_usec > 0)
+                (void) !asprintf(&cells[COL_LIFETIME], "%llds%s", (long long) (q->expires_usec / 1000000 - now),
                                  q->persistent ? "+p" : "");
-                else
-                        snprintf(life, sizeof(life), "%s", q->persistent ? "persistent" : "client");
-                cpus_text(q, cpus, sizeof(cpus));
-                char *reason = table_reason(q->reason), *exec = term_text(q->exec);
-                printf("%-*" PRIu32 " ", w_cookie, q->cookie);
-                if (types) {
-                        char *type = term_text(q->type);
-                        printf("%-10s ", type ?: "?");
-                        free(type);
-                }
-                print_padded(value, w_value);
-                printf(" %-*" PRIu32 " %-*" PRIu32 " %-10s %-*s ", w_uid, q->uid, w_pid, q->pid, life, w_cpus, cpus);
-                print_padded(reason ?: "?", w_reason);
-                printf(" %s\n", exec ?: "?");
-                free(reason);
-                free(exec);
+        else
+                cells[COL_LIFETIME] = strdup(q->persistent ? "persistent" : "client");
+        cpus_text(q, buf, sizeof(buf));
+        cells[COL_CPUS] = strdup(buf);
+        char *reason = term_text(q->reason[0] ? q->reason : "-");
+        cells[COL_REASON] = reason ? cut_columns(reason, REASON_COLUMNS) : NULL;
+        free(reason);
+        cells[COL_COMMAND] = term_text(q->exec);
+}
+
+/* How wide the table may be: the terminal's width, or no limit when the
+ * output is not a terminal (a pipe, a file: all of it). */
+static int table_width(void) {
+        struct winsize ws;
+        if (!isatty(STDOUT_FILENO))
+                return INT32_MAX;
+        const char *env = getenv("COLUMNS");
+        uint32_t v;
+        if (env && parse_u32(env, 1, 10000, &v) == 0)
+                return (int) v;
+        return ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+}
+
+/* Columns sized by display width, so the table lines up for people; the
+ * last column (the command) is cut to what the terminal has left. */
+static void print_table(const pmqos_request_info *infos, size_t n) {
+        char *(*cells)[N_COLS] = calloc(n ? n : 1, sizeof(*cells));
+        int width[N_COLS];
+        bool show[N_COLS];
+        time_t now = time(NULL);
+
+        if (!cells) {
+                fprintf(stderr, "pmqosctl: out of memory\n");
+                return;
         }
+        for (int k = 0; k < N_COLS; k++) {
+                width[k] = text_columns(col_names[k]);
+                show[k] = k != COL_TYPE;
+        }
+        for (size_t i = 0; i < n; i++) {
+                row_cells(&infos[i], now, cells[i]);
+                /* A TYPE column only where there is more than cpu_dma (Linux 6.19's cpu_wakeup). */
+                show[COL_TYPE] |= strcmp(infos[i].type, "cpu_dma") != 0;
+                for (int k = 0; k < N_COLS; k++)
+                        if (cells[i][k] && text_columns(cells[i][k]) > width[k])
+                                width[k] = text_columns(cells[i][k]);
+        }
+        int used = 0;
+        for (int k = 0; k < COL_COMMAND; k++)
+                used += show[k] ? width[k] + 1 : 0;
+        int room = table_width() - used;
+        width[COL_COMMAND] = room > COMMAND_COLUMNS_MIN ? room : COMMAND_COLUMNS_MIN;
+
+        for (size_t i = 0; i <= n; i++) {
+                for (int k = 0; k < N_COLS; k++) {
+                        if (!show[k])
+                                continue;
+                        const char *text = i == 0 ? col_names[k] : cells[i - 1][k] ?: "?";
+                        if (k == COL_COMMAND) {
+                                char *cut = cut_columns(text, width[k]);
+                                printf("%s\n", cut ?: "?");
+                                free(cut);
+                        } else {
+                                print_padded(text, width[k]);
+                                putchar(' ');
+                        }
+                }
+        }
+        for (size_t i = 0; i < n; i++)
+                for (int k = 0; k < N_COLS; k++)
+                        free(cells[i][k]);
+        free(cells);
 }
 
 int verb_list(int argc, char *argv[]) {

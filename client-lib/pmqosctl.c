@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* pmqosctl: the command-line face of pmqosd, built on libpmqos only.
+/* pmqosctl: the command-line face of pmqosd, built on libpmqos only: main()
+ * and the one-call commands (request, cancel, set-minimum, monitor).
  * Exit status: 0 success, 1 the broker refused or failed, 2 usage error. */
 
 #include <dirent.h>
@@ -154,33 +155,55 @@ static int verb_set_minimum(int argc, char *argv[]) {
 /* ---- monitor ---- */
 
 static void on_event(pmqos_client *c, pmqos_event event, int32_t usec, void *userdata) {
+        static const char *const names[] = {
+                [PMQOS_EVENT_LATENCY_CHANGED] = "latency",
+                [PMQOS_EVENT_REQUESTS_CHANGED] = "requests",
+                [PMQOS_EVENT_BROKER_LOST] = "broker-stopped",
+                [PMQOS_EVENT_BROKER_RESTARTED] = "broker-started",
+        };
+        const bool *json = userdata;
         char v[32];
-        (void) c, (void) userdata;
-        switch (event) {
-        case PMQOS_EVENT_LATENCY_CHANGED:
-                format_usec(usec, v, sizeof(v));
-                printf("latency %s\n", v);
-                break;
-        case PMQOS_EVENT_REQUESTS_CHANGED:
-                printf("requests changed\n");
-                break;
-        case PMQOS_EVENT_BROKER_LOST:
-                printf("broker stopped\n");
-                break;
-        case PMQOS_EVENT_BROKER_RESTARTED:
-                printf("broker started\n");
-                break;
-        }
+        (void) c;
+        if ((unsigned) event >= sizeof(names) / sizeof(names[0]))
+                return;
+        if (*json) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                printf("{\"timestamp\": %lld, \"event\": \"%s\"", (long long) ts.tv_sec * 1000000 + ts.tv_nsec / 1000,
+                       names[event]);
+                if (event == PMQOS_EVENT_LATENCY_CHANGED)
+                        printf(", \"value\": %" PRIi32, usec);
+                printf("}\n");
+        } else
+                switch (event) {
+                case PMQOS_EVENT_LATENCY_CHANGED:
+                        format_usec(usec, v, sizeof(v));
+                        printf("latency %s\n", v);
+                        break;
+                case PMQOS_EVENT_REQUESTS_CHANGED:
+                        printf("requests changed\n");
+                        break;
+                case PMQOS_EVENT_BROKER_LOST:
+                        printf("broker stopped\n");
+                        break;
+                case PMQOS_EVENT_BROKER_RESTARTED:
+                        printf("broker started\n");
+                        break;
+                }
         fflush(stdout);
 }
 
 static int verb_monitor(int argc, char *argv[]) {
+        static bool json;
         if (argc == 2 && strcmp(argv[1], "--help") == 0) {
-                printf("Usage: pmqosctl monitor\n"
-                       "Print each change of the effective latency and of the request set, until interrupted.\n");
+                printf("Usage: pmqosctl monitor [--json]\n"
+                       "Print each change of the effective latency and of the request set, until interrupted.\n"
+                       "  --json  one JSON object a line: \"timestamp\" (µs since the epoch), \"event\"\n"
+                       "          (latency, requests, broker-stopped, broker-started), \"value\" (µs, -1: none)\n");
                 return 0;
         }
-        if (argc != 1)
+        json = argc == 2 && strcmp(argv[1], "--json") == 0;
+        if (argc != 1 && !json)
                 return usage_error("monitor", "unexpected argument \"%s\"", argv[1]);
 
         sigset_t mask;
@@ -194,7 +217,7 @@ static int verb_monitor(int argc, char *argv[]) {
         int r = connect_broker(&client);
         if (r)
                 return r;
-        r = pmqos_client_set_event_callback(client, on_event, NULL);
+        r = pmqos_client_set_event_callback(client, on_event, &json);
         int32_t now;
         if (r >= 0)
                 r = pmqos_get_latency(client, &now); /* a round trip: the subscription is in place */
@@ -234,16 +257,18 @@ static void help(void) {
                "Commands:\n"
                "  status [--json] [--watch [S]] what sets the bound, other holders, C-states per CPU\n"
                "  list [--json]                all requests\n"
-               "  hold USEC [--reason TEXT] [--cpus LIST] [-- COMMAND…]\n"
+               "  hold USEC [--reason TEXT] [--cpus LIST] [--best-effort] [-- COMMAND…]\n"
                "                               hold a bound while COMMAND runs, or until interrupted\n"
                "  request USEC --timeout SECONDS [--reason TEXT] [--persistent]\n"
                "                               a request that outlives this command; prints its cookie\n"
                "  cancel COOKIE                end a request\n"
                "  set-minimum USEC|none        set or clear the administrator floor\n"
-               "  monitor                      print changes as they happen\n"
+               "  monitor [--json]             print changes as they happen\n"
                "  run [--reason TEXT] -- COMMAND…\n"
                "                               run COMMAND with a stand-in /dev/cpu_dma_latency\n\n"
-               "Exit status: 0 success, 1 refused or failed, 2 usage error.\n"
+               "USEC is µs (50, 50us, 2ms) or a C-state name (C1E); SECONDS a time span (30, 5min, 1h).\n"
+               "Exit status: 0 success, 1 refused or failed, 2 usage error; hold/run -- COMMAND: COMMAND's,\n"
+               "or 125 pmqosctl failed, 126 COMMAND cannot run, 127 COMMAND not found.\n"
                "Each command takes --help.\n");
 }
 

@@ -3,14 +3,19 @@
 and the real device."""
 
 import contextlib
+import fcntl
 import json
 import os
+import pty
 import re
 import sys
 import shutil
 import signal
+import struct
 import subprocess
+import termios
 import time
+import unicodedata
 
 from contract import BUS_NAME, DBUS_IFACE, DBUS_NAME, DBUS_PATH, LATENCY_MAX, NATIVE_IFACE, PATH, QOS_IFACE
 from fixtures import (
@@ -206,7 +211,7 @@ class TestCommands(CtlTestCase):
         self.assertTrue(lines[0].startswith("COOKIE"))
         self.assertEqual(len(lines), 3)
         # Columns line up: each header starts where its values start.
-        col = lines[0].index("UID")
+        col = lines[0].index("USER")
         for line in lines[1:]:
             self.assertEqual(line[col - 1], " ")
         self.assertTrue(any("night build" in l for l in lines))
@@ -235,6 +240,117 @@ class TestCommands(CtlTestCase):
             self.assertIn("system bus", proc.stderr)
         finally:
             empty.stop()
+
+
+def display_width(text):
+    """Terminal columns: wide (CJK, emoji) characters two, combining none."""
+    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+               for ch in text)
+
+
+def on_a_terminal(cmd, env, stdin_tty=False, columns=None):
+    """Runs cmd with stdout (and stdin if asked) on a pseudo-terminal; returns
+    (status, what it printed)."""
+    master, slave = pty.openpty()
+    if columns:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    proc = subprocess.Popen(cmd, env=env, stdout=slave, stderr=slave,
+                            stdin=slave if stdin_tty else subprocess.DEVNULL, close_fds=True)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: every writer closed it
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return proc.wait(30), out.decode().replace("\r\n", "\n")
+
+
+class TestListForPeople(CtlTestCase):
+    def test_user_names_and_since(self):
+        self.ctl("request", "120", "--timeout", "60", check=0)
+        lines = self.ctl("list", check=0).stdout.splitlines()
+        header = lines[0].split()
+        self.assertEqual(header[:6], ["COOKIE", "VALUE", "USER", "PID", "SINCE", "LIFETIME"])
+        row = lines[1]
+        col = lines[0].index("USER")
+        self.assertEqual(row[col:].split()[0], "root")
+        col = lines[0].index("SINCE")
+        self.assertRegex(row[col:].split()[0], r"^\d\d:\d\d:\d\d$")
+
+    def test_wide_text_aligned_and_fitted_to_the_terminal(self):
+        reason = "音楽の再生 🎵 ok"
+        long_arg = "x" * 300
+        p = subprocess.Popen([PMQOSCTL, "hold", "60", "--reason", reason, "--", "sh", "-c", "sleep 60", long_arg],
+                             env=self.bus.env)
+        self.addCleanup(p.wait)
+        self.addCleanup(p.kill)
+        self.ctl("request", "70", "--timeout", "60", "--reason", "plain", check=0)
+        wait_for(lambda: len(self.listing()) == 2, what="both requests")
+        # Not a terminal: nothing cut.
+        self.assertIn(long_arg, self.ctl("list", check=0).stdout)
+        status, out = on_a_terminal([PMQOSCTL, "list"], dict(self.bus.env, COLUMNS=""), columns=100)
+        self.assertEqual(status, 0, out)
+        lines = out.rstrip("\n").split("\n")
+        self.assertEqual(len(lines), 3, out)
+        for line in lines:
+            self.assertLessEqual(display_width(line), 100, line)
+        self.assertTrue(any(line.endswith("\u2026") for line in lines), out)
+        # Each column starts at the same display column on every line.
+        head = lines[0]
+        for name in ("REASON", "COMMAND"):
+            col = display_width(head[:head.index(name)])
+            for line in lines[1:]:
+                cut = 0
+                while display_width(line[:cut]) < col:
+                    cut += 1
+                self.assertEqual(display_width(line[:cut]), col, (name, line))
+                self.assertEqual(line[cut - 1], " ", (name, line))
+        self.assertTrue(any(reason in line for line in lines), out)
+
+
+class TestPasswordAgent(CtlTestCase):
+    """On a terminal, a command that may need authorization starts
+    pkttyagent --notify-fd N --fallback first, as systemctl does, and ends
+    it; never for read-only commands, off a terminal or with
+    --no-ask-password."""
+
+    def fake_agent(self):
+        bindir = os.path.join(self.bus.dir, "bin")
+        os.makedirs(bindir, exist_ok=True)
+        log = os.path.join(bindir, "agent.log")
+        with open(os.path.join(bindir, "pkttyagent"), "w") as f:
+            f.write("#!/usr/bin/python3\nimport os, signal, sys, time\n"
+                    "log = open(%r, 'a')\nlog.write(' '.join(sys.argv[1:]) + '\\n'); log.flush()\n"
+                    "signal.signal(signal.SIGTERM, lambda *a: (log.write('ended\\n'), sys.exit(0)))\n"
+                    "os.close(int(sys.argv[2]))\ntime.sleep(60)\n" % log)
+        os.chmod(os.path.join(bindir, "pkttyagent"), 0o755)
+        env = dict(self.bus.env, PATH=bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+        return env, log
+
+    def agent_log(self, log):
+        if not os.path.exists(log):
+            return ""
+        with open(log) as f:
+            return f.read()
+
+    def test_agent_on_a_terminal(self):
+        env, log = self.fake_agent()
+        status, out = on_a_terminal([PMQOSCTL, "request", "80", "--timeout", "30"], env, stdin_tty=True)
+        self.assertEqual(status, 0, out)
+        self.assertRegex(self.agent_log(log), r"^--notify-fd \d+ --fallback\nended\n$")
+
+    def test_no_agent_when_not_asked(self):
+        env, log = self.fake_agent()
+        for cmd in (["list"], ["--no-ask-password", "request", "80", "--timeout", "30"]):
+            status, out = on_a_terminal([PMQOSCTL, *cmd], env, stdin_tty=True)
+            self.assertEqual(status, 0, out)
+        self.ctl("request", "80", "--timeout", "30", env=env, check=0)  # stdin not a terminal
+        self.assertEqual(self.agent_log(log), "")
 
 
 def fake_cstates(root):
@@ -359,8 +475,102 @@ class TestHold(CtlTestCase):
             self.assertEqual(self.kernel.read(), self.kernel.baseline, "after %s" % signal.Signals(sig).name)
 
     def test_hold_refused(self):
-        proc = self.ctl("hold", "10", "--", "true", uid=NOBODY, check=1)
+        # pmqosctl's own failure as a launcher: 125, COMMAND not run, and what would allow it.
+        proc = self.ctl("hold", "10", "--", "true", uid=NOBODY, check=125)
         self.assertIn("Not authorized", proc.stderr)
+        self.assertIn("members of group pmqos", proc.stderr)
+        self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+        proc = self.ctl("hold", "10", uid=NOBODY, check=1)  # no COMMAND: the usual 1
+
+
+class TestLauncher(CtlTestCase):
+    """hold … -- COMMAND as env(1) and timeout(1) are launchers: 125 for
+    pmqosctl's own failure, 126 and 127 for COMMAND's, else COMMAND's
+    status; --best-effort runs COMMAND without the bound."""
+
+    def marker_command(self, status=0):
+        marker = os.path.join(self.bus.dir, "ran")
+        if os.path.exists(marker):
+            os.unlink(marker)
+        return marker, ["sh", "-c", 'echo "$@" > %s; exit %d' % (marker, status), "sh"]
+
+    def test_no_broker_125_and_command_not_run(self):
+        empty = PrivateBus()
+        self.addCleanup(empty.stop)
+        marker, cmd = self.marker_command()
+        proc = self.ctl("hold", "20", "--", *cmd, env=empty.env, check=125)
+        self.assertIn("pmqosd is not running", proc.stderr)
+        self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+        self.assertFalse(os.path.exists(marker))
+
+    def test_best_effort_runs_command_without_broker(self):
+        empty = PrivateBus()
+        self.addCleanup(empty.stop)
+        marker, cmd = self.marker_command(7)
+        proc = self.ctl("hold", "20", "--best-effort", "--", *cmd, "--reason", "-b", env=empty.env, check=7)
+        self.assertEqual(proc.stderr, "pmqosctl: running sh without the latency bound: pmqosd is not running\n")
+        with open(marker) as f:
+            self.assertEqual(f.read(), "--reason -b\n")  # COMMAND's arguments are its own
+
+    def test_best_effort_when_refused(self):
+        proc = self.ctl("hold", "10", "--best-effort", "--", "sh", "-c", "exit 3", uid=NOBODY, check=3)
+        self.assertIn("without the latency bound: Not authorized", proc.stderr)
+        self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+
+    def test_best_effort_with_the_bound(self):
+        script = "import struct,sys; f=open(sys.argv[1],'rb'); print(struct.unpack('=i', f.read(4))[0])"
+        proc = self.ctl("hold", "41", "--best-effort", "--", "/usr/bin/python3", "-c", script, self.kernel.path,
+                        check=0)
+        self.assertLessEqual(int(proc.stdout), 41)
+        self.assertEqual(proc.stderr, "")
+        self.assertKernelReleased()
+
+    def test_cannot_run_126_not_found_127(self):
+        plain = os.path.join(self.bus.dir, "not-executable")
+        with open(plain, "w") as f:
+            f.write("#!/bin/sh\n")
+        for argv, status in (([plain], 126), (["/nonexistent/program"], 127), (["pmqos-no-such-command"], 127)):
+            proc = self.ctl("hold", "20", "--", *argv, check=status)
+            self.assertIn("cannot run " + argv[0], proc.stderr)
+            self.assertKernelReleased()
+
+    def test_empty_command_is_a_usage_error(self):
+        for args in (("hold", "20", "--"), ("hold", "20", "--best-effort"), ("hold", "20", "true")):
+            proc = self.ctl(*args, check=2)
+            self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+
+
+class TestValueGrammar(CtlTestCase):
+    """Decimal everywhere (a leading zero is decimal, never octal; no hex),
+    time spans with units where a timeout is taken, units for latencies."""
+
+    def expiry_seconds(self, cookie):
+        [r] = [r for r in self.listing() if r["cookie"] == cookie]
+        return (r["expires"] - r["created"]) / 1e6
+
+    def test_timeouts(self):
+        for text, seconds in (("010", 10), ("2min", 120), ("1h 30min", 5400), ("45s", 45)):
+            cookie = int(self.ctl("request", "100", "--timeout", text, check=0).stdout)
+            self.assertAlmostEqual(self.expiry_seconds(cookie), seconds, delta=1.5)
+            self.ctl("cancel", str(cookie), check=0)
+        for text in ("0x10", "1.5s", "0", "-5", "5 parsecs", "4294967296"):
+            proc = self.ctl("request", "100", "--timeout", text, check=2)
+            self.assertIn("invalid timeout", proc.stderr)
+
+    def test_cookies_decimal_only(self):
+        cookie = int(self.ctl("request", "100", "--timeout", "60", check=0).stdout)
+        self.ctl("cancel", hex(cookie), check=2)
+        self.ctl("cancel", "0%d" % cookie, check=0)  # a leading zero is still decimal
+        self.assertEqual(self.listing(), [])
+
+    def test_latency_units(self):
+        proc = self.ctl("hold", "2ms", "--", PMQOSCTL, "list", "--json", check=0)
+        [held] = json.loads(proc.stdout)
+        self.assertEqual(held["value"], 2000)
+        self.ctl("set-minimum", "0x20", check=2)
+        self.ctl("set-minimum", "030", check=0)
+        self.assertEqual(json.loads(self.ctl("status", "--json", check=0).stdout)["floor"], 30)
+        self.ctl("set-minimum", "none", check=0)
 
 
 class TestMonitor(CtlTestCase):
@@ -389,6 +599,27 @@ class TestMonitor(CtlTestCase):
             c.cancel(cookie)
             self.assertEqual(p.stdout.readline(), "latency 70 µs\n")
             self.assertEqual(p.stdout.readline(), "requests changed\n")
+
+    def test_monitor_json(self):
+        p = subprocess.Popen([PMQOSCTL, "monitor", "--json"], env=self.bus.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertIn("Monitoring", p.stderr.readline())
+            c = self.client()
+            before = time.time()
+            cookie = c.request(50)
+            first, second = json.loads(p.stdout.readline()), json.loads(p.stdout.readline())
+            self.assertEqual((first["event"], first["value"]), ("latency", 50))
+            self.assertEqual(second["event"], "requests")
+            self.assertEqual(set(second), {"timestamp", "event"})
+            self.assertAlmostEqual(first["timestamp"] / 1e6, before, delta=5)
+            c.cancel(cookie)
+            self.assertEqual(json.loads(p.stdout.readline())["value"], -1)
+        finally:
+            p.send_signal(signal.SIGINT)
+            self.assertEqual(p.wait(10), 0)
+            p.stdout.close()
+            p.stderr.close()
 
     def test_monitor_ignores_look_alikes(self):
         """Signals made to look like the broker's, sent straight to the
