@@ -72,6 +72,7 @@ class TestLibrary(BrokerTestCase):
 
     def test_sched_fifo_caller(self):
         """A SCHED_FIFO caller's request starts the helper thread as SCHED_OTHER."""
+        self.start_daemon()
         self.run_binary("sched-fifo", self.env())
 
     def test_with_broker(self):
@@ -170,9 +171,9 @@ class TestExamplesWithoutBroker(Examples, unittest.TestCase):
                 self.assertEqual(len(proc.stderr.strip().splitlines()), 1, "%s: %s" % (what, proc.stderr))
 
 
-@unittest.skipUnless(IS_ROOT, "needs root (the device)")
 class TestExamplesWithBroker(Examples, BrokerTestCase):
     def test_against_a_broker(self):
+        self.start_daemon()
         for name, argv in self.programs().items():
             proc = self.run_example(argv, self.bus.env)
             self.assertEqual(proc.returncode, 0, "%s: %s" % (name, proc.stderr))
@@ -180,6 +181,7 @@ class TestExamplesWithBroker(Examples, BrokerTestCase):
             self.assertKernelReleased()
 
     def test_hold_busy_holds_while_it_runs(self):
+        self.start_daemon()
         proc = subprocess.Popen([os.path.join(EXAMPLES_DIR, "hold-busy"), "30"], env=self.bus.env,
                                 stdout=subprocess.PIPE, text=True)
         self.addCleanup(proc.wait)

@@ -285,6 +285,7 @@ class TestListForPeople(CtlTestCase):
     def test_wide_text_aligned_and_fitted_to_the_terminal(self):
         reason = "音楽の再生 🎵 ok"
         long_arg = "x" * 300
+        self.start_daemon()
         p = subprocess.Popen([PMQOSCTL, "hold", "60", "--reason", reason, "--", "sh", "-c", "sleep 60", long_arg],
                              env=self.bus.env)
         self.addCleanup(p.wait)
@@ -320,6 +321,7 @@ class TestPasswordAgent(CtlTestCase):
     --no-ask-password."""
 
     def fake_agent(self):
+        self.start_daemon()
         bindir = os.path.join(self.bus.dir, "bin")
         os.makedirs(bindir, exist_ok=True)
         log = os.path.join(bindir, "agent.log")
@@ -601,6 +603,7 @@ class TestMonitor(CtlTestCase):
             self.assertEqual(p.stdout.readline(), "requests changed\n")
 
     def test_monitor_json(self):
+        self.start_daemon()
         p = subprocess.Popen([PMQOSCTL, "monitor", "--json"], env=self.bus.env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         try:
