@@ -121,6 +121,47 @@ class TestClient(BindingTestCase):
             with self.assertRaises(pmqos.InvalidArgument):
                 c.request(10, cpus=[7777])
 
+    def test_values_checked_never_wrapped(self):
+        """Out of range is InvalidArgument, before any call: timeout=2**32+5
+        was once a 5 s request, cancel(cookie + 2**32) cancelled cookie."""
+        self.start_daemon()
+        with pmqos.Client() as c:
+            for kw in ({"timeout": 2 ** 32 + 5}, {"timeout": -1}, {"timeout": True}, {"timeout": 1.5},
+                       {"timeout": "1.5s"}, {"timeout": "0x10"}, {"cpus": [-1]}, {"cpus": [True]},
+                       {"cpus": [2 ** 32]}, {"reason": b"bytes"}):
+                with self.assertRaises(pmqos.InvalidArgument, msg=kw):
+                    c.request(10, **kw)
+            self.assertEqual(c.latency, -1)  # none of them reached the broker
+            cookie = c.request(50)
+            for bad in (cookie + 2 ** 32, 0, -cookie, True):
+                with self.assertRaises(pmqos.InvalidArgument, msg=bad):
+                    c.cancel(bad)
+                with self.assertRaises(pmqos.InvalidArgument, msg=bad):
+                    c.update(bad, 40)
+            self.assertEqual(c.latency, 50)  # still there
+            c.cancel(cookie)
+
+    def test_values_grammar(self):
+        """Time spans where a timeout is taken, units and C-state names where
+        a latency is, as pmqosctl takes them."""
+        self.start_daemon()
+        bus = self.client()
+        with pmqos.Client() as c:
+            for timeout, seconds in (("2min", 120), ("1h 30min", 5400), ("010", 10), (45, 45)):
+                cookie = c.request(100, timeout=timeout)
+                [r] = [r for r in bus.call("ListRequests", None, iface=NATIVE_IFACE)[0] if r["cookie"] == cookie]
+                self.assertAlmostEqual((r["expires"] - r["created"]) / 1e6, seconds, delta=1.5, msg=timeout)
+                c.cancel(cookie)
+            cookie = c.request("2ms")
+            self.assertEqual(c.latency, 2000)
+            c.update(cookie, "50us")
+            self.assertEqual(c.latency, 50)
+            c.cancel(cookie)
+            with self.assertRaises(pmqos.InvalidArgument):
+                c.request("C-no-such-state")
+            with self.assertRaises(pmqos.InvalidArgument):
+                c.request("0x20")
+
     def test_access_denied_as_other_user(self):
         self.start_daemon()
         code = ("import os, sys, pmqos\n"

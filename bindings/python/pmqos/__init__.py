@@ -22,8 +22,11 @@ built-in exceptions.
 """
 
 import ctypes
+import datetime
 import errno
+import glob
 import os
+import re
 
 __all__ = [
     "Client", "hold", "Error", "AccessDenied", "InvalidArgument", "NoSuchRequest", "BrokerUnavailable",
@@ -198,12 +201,122 @@ def _raise(r, client=None, what="pmqos call failed"):
     raise cls("%s: %s" % (what, message or os.strerror(errnum)), errnum)
 
 
+U32_MAX = 2 ** 32 - 1
+CPU_MAX = 8191  # the kernel's NR_CPUS ceiling, as pmqosd's
+
+# The value grammar of every pmqos surface (pmqosctl(1), "Values"): decimal
+# only, time spans as systemd writes them, units for latencies.
+_UNITS = {"us": 1, "usec": 1, "\u00b5s": 1, "ms": 1000, "msec": 1000,
+          "s": 10 ** 6, "sec": 10 ** 6, "second": 10 ** 6, "seconds": 10 ** 6,
+          "m": 60 * 10 ** 6, "min": 60 * 10 ** 6, "minute": 60 * 10 ** 6, "minutes": 60 * 10 ** 6,
+          "h": 3600 * 10 ** 6, "hr": 3600 * 10 ** 6, "hour": 3600 * 10 ** 6, "hours": 3600 * 10 ** 6,
+          "d": 86400 * 10 ** 6, "day": 86400 * 10 ** 6, "days": 86400 * 10 ** 6,
+          "w": 604800 * 10 ** 6, "week": 604800 * 10 ** 6, "weeks": 604800 * 10 ** 6}
+_SPAN_PART = re.compile(r" *([0-9]+)(?:\.([0-9]+))? *([a-z\u00b5]*)", re.ASCII | re.IGNORECASE)
+
+
+def _timespan_usec(text, default_unit):
+    """"2min 30s", "1.5h", "50us" in µs; a bare number counts in default_unit µs."""
+    total, pos, text = 0, 0, text.rstrip(" ")
+    if not text.strip():
+        raise ValueError(text)
+    while pos < len(text):
+        m = _SPAN_PART.match(text, pos)
+        if not m or m.end() == pos:
+            raise ValueError(text)
+        whole, frac, unit = m.groups()
+        if unit and unit not in _UNITS:
+            raise ValueError(text)
+        scale = _UNITS[unit] if unit else default_unit
+        total += int(whole) * scale + (int(frac[:9]) * scale // 10 ** len(frac[:9]) if frac else 0)
+        pos = m.end()
+    return total
+
+
+def _invalid(message):
+    return InvalidArgument(message, errno.EINVAL)
+
+
+def _cstate_latency(name):
+    """The largest exit latency an online CPU gives the C-state called name
+    (any case), as pmqosctl takes it; None if no CPU has it."""
+    root = os.environ.get("PMQOS_SYSFS_ROOT") or "/sys"
+    best = None
+    for cpu in glob.glob(os.path.join(root, "devices/system/cpu/cpu[0-9]*")):
+        try:
+            with open(os.path.join(cpu, "online")) as f:
+                if f.read().strip() != "1":
+                    continue
+        except OSError:
+            pass  # cpu0 often has no "online": it is
+        for state in glob.glob(os.path.join(cpu, "cpuidle/state*")):
+            try:
+                with open(os.path.join(state, "name")) as f:
+                    if f.read().strip().lower() != name.lower():
+                        continue
+                with open(os.path.join(state, "latency")) as f:
+                    v = int(f.read().strip())
+            except (OSError, ValueError):
+                continue
+            best = v if best is None else max(best, v)
+    return best
+
+
 def _check_usec(usec):
-    if not isinstance(usec, int) or isinstance(usec, bool):
-        raise InvalidArgument("latency must be an int (µs), not %r" % (usec,), errno.EINVAL)
+    """A latency: an int (µs, or -1: none), or a string — "50", "50us",
+    "2ms", or a C-state name of this machine ("C1E")."""
+    if isinstance(usec, str):
+        try:
+            value = _timespan_usec(usec, 1)
+        except ValueError:
+            value = _cstate_latency(usec) if re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", usec) else None
+            if value is None:
+                raise _invalid("latency %r is neither µs (50, 50us, 2ms) nor a C-state of this machine" % usec)
+        usec = value
+    elif not isinstance(usec, int) or isinstance(usec, bool):
+        raise _invalid("latency must be an int (µs) or a string, not %r" % (usec,))
     if not (usec == LATENCY_NONE or 0 <= usec <= LATENCY_MAX):
-        raise InvalidArgument("latency %d µs is out of range; use 0 … %d, or -1" % (usec, LATENCY_MAX),
-                              errno.EINVAL)
+        raise _invalid("latency %d µs is out of range; use 0 … %d, or -1" % (usec, LATENCY_MAX))
+    return usec
+
+
+def _check_timeout(timeout):
+    """Whole seconds, 1 … 2^32-1: an int, a timedelta or a time span
+    ("30s", "5min", "1h"); None or 0: no timeout."""
+    if timeout is None:
+        return 0
+    if isinstance(timeout, datetime.timedelta):
+        usec = (timeout.days * 86400 + timeout.seconds) * 10 ** 6 + timeout.microseconds
+    elif isinstance(timeout, str):
+        try:
+            usec = _timespan_usec(timeout, 10 ** 6)
+        except ValueError:
+            raise _invalid("timeout %r is not a time span (30, 30s, 5min, 1h)" % timeout) from None
+    elif isinstance(timeout, int) and not isinstance(timeout, bool):
+        usec = timeout * 10 ** 6
+    else:
+        raise _invalid("timeout must be whole seconds (an int, a timedelta or \"5min\"), not %r" % (timeout,))
+    if usec == 0:
+        return 0
+    if usec < 0 or usec % 10 ** 6 or usec // 10 ** 6 > U32_MAX:
+        raise _invalid("timeout %r is out of range; use whole seconds, 1 … %d" % (timeout, U32_MAX))
+    return usec // 10 ** 6
+
+
+def _check_cookie(cookie):
+    if not isinstance(cookie, int) or isinstance(cookie, bool):
+        raise _invalid("a cookie is an int, not %r" % (cookie,))
+    if not 1 <= cookie <= U32_MAX:
+        raise _invalid("cookie %d is out of range; cookies are 1 … %d" % (cookie, U32_MAX))
+    return cookie
+
+
+def _check_cpus(cpus):
+    cpu_list = list(cpus or [])
+    for cpu in cpu_list:
+        if not isinstance(cpu, int) or isinstance(cpu, bool) or not 0 <= cpu <= CPU_MAX:
+            raise _invalid("CPU %r is not a CPU number, 0 … %d" % (cpu, CPU_MAX))
+    return cpu_list
 
 
 class Client:
@@ -245,16 +358,23 @@ class Client:
     def request(self, usec, reason=None, timeout=None, cpus=None, persistent=False):
         """Asks that CPUs wake within usec µs; returns the request's cookie.
 
-        reason: shown in listings; timeout: seconds after which the request
-        ends by itself (it then outlives the client); cpus: only these CPUs;
-        persistent: survives the client and broker restarts (needs authorization)."""
-        _check_usec(usec)
+        usec: µs as an int (-1: listed, no bound), or a string: "50", "50us",
+        "2ms", or a C-state name of this machine ("C1E"); reason: shown in
+        listings; timeout: whole seconds (an int, a timedelta or a time span
+        such as "30s", "5min", "1h") after which the request ends by itself
+        (it then outlives the client); cpus: only these CPUs; persistent:
+        survives the client and broker restarts (needs authorization).
+        Values out of range raise InvalidArgument: nothing is wrapped."""
+        usec = _check_usec(usec)
+        seconds = _check_timeout(timeout)
+        cpu_list = _check_cpus(cpus)
+        if reason is not None and not isinstance(reason, str):
+            raise _invalid("a reason is a str, not %r" % (reason,))
         c = self._handle()
         cookie = ctypes.c_uint32()
-        cpu_list = list(cpus or [])
         cpu_array = (ctypes.c_uint32 * len(cpu_list))(*cpu_list) if cpu_list else None
         r = _library().pmqos_request_full(
-            c, usec, reason.encode() if reason is not None else None, int(timeout or 0),
+            c, usec, reason.encode() if reason is not None else None, seconds,
             ctypes.cast(cpu_array, ctypes.POINTER(ctypes.c_uint32)) if cpu_array else None, len(cpu_list),
             1 if persistent else 0, ctypes.byref(cookie))
         if r < 0:
@@ -263,7 +383,8 @@ class Client:
 
     def update(self, cookie, usec):
         """Changes a request's value in place."""
-        _check_usec(usec)
+        usec = _check_usec(usec)
+        _check_cookie(cookie)
         c = self._handle()
         r = _library().pmqos_update(c, cookie, usec)
         if r < 0:
@@ -271,6 +392,7 @@ class Client:
 
     def cancel(self, cookie):
         """Ends a request."""
+        _check_cookie(cookie)
         c = self._handle()
         r = _library().pmqos_cancel(c, cookie)
         if r < 0:
@@ -318,8 +440,7 @@ class hold:
     Leaving the block returns only after pmqosd confirmed the bound is gone."""
 
     def __init__(self, usec, reason=None):
-        _check_usec(usec)
-        self.usec = usec
+        self.usec = _check_usec(usec)
         self.reason = reason
         self.client = None
         self.cookie = None
