@@ -49,8 +49,11 @@ failure = False
 PLATFORM = os.environ.get("PMQOS_PLATFORM", "bookworm")
 INSTALL = os.environ.get("PMQOS_INSTALL", "meson")
 # What each platform must be: the tier checks it is testing what it says.
-PLATFORMS = {"bookworm": {"systemd": 252, "bus": "dbus-daemon"},
-             "trixie": {"systemd": 257, "bus": "dbus-broker"}}
+# build: the make-tree tree pmqos is built in for that platform (None: this
+# machine, Debian 12; a Debian 12 binary need not run on 13: libfuse3's
+# soname differs).
+PLATFORMS = {"bookworm": {"systemd": 252, "bus": "dbus-daemon", "build": None},
+             "trixie": {"systemd": 257, "bus": "dbus-broker", "build": "trixie-build"}}
 
 def why_not():
     if os.geteuid() != 0:
@@ -135,30 +138,43 @@ class Container:
                                     self.output()[-4000:])) from None
         self.boot_seconds = time.monotonic() - t0
 
+    def build_tree(self):
+        """The tree to build in for this platform, or None for this machine."""
+        name = PLATFORMS[PLATFORM]["build"]
+        if name is None:
+            return None
+        return subprocess.run([os.path.join(SOURCE_ROOT, "tests", "system", "make-tree"), name], check=True,
+                              stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
+
     def install(self):
         build = os.path.join(self.work, "build")
         dest = os.path.join(self.work, "dest")
-        subprocess.run(["meson", "setup", build, SOURCE_ROOT, "--prefix=/usr", "--sysconfdir=/etc",
-                        "--libexecdir=lib/pmqos", "--buildtype=debugoptimized", "-Dtests=false"],
-                       check=True, stdout=subprocess.DEVNULL)
-        subprocess.run(["ninja", "-C", build], check=True, stdout=subprocess.DEVNULL)
-        subprocess.run(["meson", "install", "-C", build, "--no-rebuild", "--quiet", "--destdir", dest], check=True,
-                       stdout=subprocess.DEVNULL)
+        tree = self.build_tree()
+        wrap = [os.path.join(SOURCE_ROOT, "packaging", "in-tree"), tree, SOURCE_ROOT, self.work, "--"] if tree else []
+        for cmd in (["meson", "setup", build, SOURCE_ROOT, "--prefix=/usr", "--sysconfdir=/etc",
+                     "--libexecdir=lib/pmqos", "--buildtype=debugoptimized", "-Dtests=false"],
+                    ["ninja", "-C", build],
+                    ["meson", "install", "-C", build, "--no-rebuild", "--quiet", "--destdir", dest]):
+            subprocess.run(wrap + cmd, check=True, stdout=subprocess.DEVNULL)
         return dest
 
     def build_debs(self):
-        """The packages, twice: as they are (PMQOS_DEB_DIR, else built
-        here) and as an upgrade to them (a higher version, in upgrade/)."""
-        debs = os.environ.get("PMQOS_DEB_DIR")
-        if not debs:
+        """The packages, twice: as they are and as an upgrade to them (a
+        higher version, in upgrade/); from PMQOS_DEB_DIR/PLATFORM, else
+        built here."""
+        if os.environ.get("PMQOS_DEB_DIR"):
+            debs = os.path.join(os.environ["PMQOS_DEB_DIR"], PLATFORM)
+        else:
             debs = os.path.join(self.work, "debs")
+            tree = self.build_tree()
             for flag, out in (([], debs), (["--upgrade"], os.path.join(debs, "upgrade"))):
-                subprocess.run([os.path.join(SOURCE_ROOT, "packaging", "build-deb")] + flag + [out],
-                               check=True, stdout=subprocess.DEVNULL)
+                subprocess.run([os.path.join(SOURCE_ROOT, "packaging", "build-deb")] + (["--in", tree] if tree else [])
+                               + flag + [out], check=True, stdout=subprocess.DEVNULL)
         for d in (debs, os.path.join(debs, "upgrade")):
             if not glob.glob(os.path.join(d, "pmqos_*.deb")):
-                raise AssertionError("no pmqos_*.deb in %s (PMQOS_DEB_DIR: packaging/build-deb DIR and "
-                                     "packaging/build-deb --upgrade DIR/upgrade)" % d)
+                raise AssertionError("no pmqos_*.deb in %s (PMQOS_DEB_DIR=DIR: packaging/build-deb [--in TREE] "
+                                     "DIR/%s and packaging/build-deb [--in TREE] --upgrade DIR/%s/upgrade)"
+                                     % (d, PLATFORM, PLATFORM))
         return debs
 
     def find_init(self):
