@@ -169,6 +169,8 @@ static int run(int argc, char *argv[]) {
         if (r <= 0)
                 return r < 0 ? 2 : 0;
         log_set_verbose(o.verbose);
+        if (o.check_config)
+                return options_check_config(&o);
 
         _cleanup_(freep) char *config_state_dir = NULL;
         if (options_load_config(&o, &config_state_dir) < 0)

@@ -48,6 +48,8 @@ static void help(void) {
                "  --upower-name     also own org.freedesktop.UPower, when it is free, for\n"
                "                    clients that hard-code UPower's name\n"
                "  --verbose         log every request\n"
+               "  --check-config    read the configuration and the unit rules, say what is\n"
+               "                    wrong (exit 1) or nothing (exit 0), and exit\n"
                "  --version         print the version and exit\n"
                "  --help            print this help and exit\n",
                PMQOS_BUS_NAME, DEFAULT_DEVICE, DEFAULT_WAKEUP_DEVICE, PMQOS_DEFAULT_CONFIG, DEFAULT_STATE_DIR,
@@ -115,7 +117,8 @@ enum {
         ARG_VERBOSE,
         ARG_RULES_DIR,
         ARG_VERSION,
-        ARG_HELP
+        ARG_HELP,
+        ARG_CHECK_CONFIG
 };
 
 /* One option of the command line: 1 to go on, 0 to exit successfully
@@ -160,6 +163,9 @@ static int apply_option(Options *o, int c, const char *arg) {
                 if (set_limit_option(o, arg, CONFIG_SET_MAX_PER_UID, &o->config.limits.max_per_uid) < 0)
                         return -EINVAL;
                 break;
+        case ARG_CHECK_CONFIG:
+                o->check_config = true;
+                return 1;
         case ARG_VERBOSE:
                 o->verbose = true;
                 break;
@@ -193,6 +199,7 @@ int options_parse_argv(int argc, char *argv[], Options *o) {
                 { "max-requests-per-connection", required_argument, NULL, ARG_MAX_PER_CONNECTION },
                 { "max-requests-per-uid", required_argument, NULL, ARG_MAX_PER_UID },
                 { "verbose", no_argument, NULL, ARG_VERBOSE },
+                { "check-config", no_argument, NULL, ARG_CHECK_CONFIG },
                 { "rules-dir", required_argument, NULL, ARG_RULES_DIR },
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "help", no_argument, NULL, ARG_HELP },
@@ -233,7 +240,7 @@ static void apply_config(Options *o, Config *c, unsigned set, char **ret_state_d
  * A missing default file is fine; a missing explicit one or a bad one is not.
  * On error nothing in o->config changes. */
 int options_load_config(Options *o, char **ret_state_dir) {
-        char buf[CONFIG_FILE_MAX + 1], err[512];
+        char buf[CONFIG_FILE_MAX + 1], err[4096];
         Config c = {
                 .limits = LIMITS_DEFAULT,
                 .default_floor = PMQOS_LATENCY_NONE,
@@ -270,6 +277,16 @@ int options_load_config(Options *o, char **ret_state_dir) {
         }
         apply_config(o, &c, set, ret_state_dir);
         return 0;
+}
+
+int options_check_config(Options *o) {
+        _cleanup_(freep) char *state_dir = NULL;
+        RuleSet rules = {};
+        /* Both are read, so that one run names every file that would be refused. */
+        int a = options_load_config(o, &state_dir);
+        int b = options_load_rules(o, &rules);
+        rule_set_done(&rules);
+        return a < 0 || b < 0 ? 1 : 0;
 }
 
 int options_load_rules(const Options *o, RuleSet *ret) {

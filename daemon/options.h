@@ -18,6 +18,7 @@ typedef struct Options {
         bool upower_name;
         const char *user;
         bool verbose;
+        bool check_config;         /* --check-config: read the files, say what is wrong, exit */
         const char *rules_dirs[2]; /* unit rules: the first directory's files win by name */
         size_t n_rules_dirs;
 } Options;
@@ -25,6 +26,12 @@ typedef struct Options {
 /* Returns 1 to run, 0 to exit successfully (--help, --version), negative on
  * a usage error (said on stderr). */
 int options_parse_argv(int argc, char *argv[], Options *o);
+
+/* --check-config: reads the configuration file and the unit rules as a
+ * start or a reload would, says on stderr what is wrong (file:line: key:
+ * why, with the whole refused value), and returns the exit status: 0 when
+ * both would be taken, 1 when not. Touches nothing else. */
+int options_check_config(Options *o);
 
 /* Reads the configuration file into o->config, keeping command-line values.
  * A missing default file is fine; a missing explicit one or a bad one is not

@@ -124,14 +124,14 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                 if (strcmp(l, "[pmqosd]") == 0)
                         continue;
                 if (key_file_split(l, &key, &value) < 0) {
-                        snprintf(err, err_size, "%s:%u: expected Key=Value, got \"%.40s\"", path, lineno, l);
+                        snprintf(err, err_size, "%s:%u: expected Key=Value, got \"%s\"", path, lineno, l);
                         r = -EINVAL;
                         break;
                 }
                 r = parse_key(&c, key, value, &bit, &expect);
                 if (r == -ENOKEY) {
                         snprintf(err, err_size,
-                                 "%s:%u: %.40s: unknown key (known: MaxRequestsPerConnection, MaxRequestsPerUser, "
+                                 "%s:%u: %s: unknown key (known: MaxRequestsPerConnection, MaxRequestsPerUser, "
                                  "MaxTimeoutSec, MaxUnprivilegedTimeoutSec, MaxPendingPerConnection, "
                                  "MaxPendingPerUser, MaxPending, MaxPolkitChecksInFlight, MaxClients, MaxHeldRequests, "
                                  "DefaultMinimumLatency, OnBatteryMinimumLatency, StateDirectory)",
@@ -141,7 +141,7 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                 if (r < 0)
                         break;
                 if (expect) {
-                        snprintf(err, err_size, "%s:%u: %s: invalid value \"%.40s\", expected %s", path, lineno, key,
+                        snprintf(err, err_size, "%s:%u: %s: invalid value \"%s\", expected %s", path, lineno, key,
                                  value, expect);
                         r = -EINVAL;
                         break;

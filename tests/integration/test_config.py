@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""pmqosd --check-config: the configuration and the unit rules read as a
+start or a reload would, what is wrong said as file:line: key: why with the
+whole refused value; the README's example and the installed default are
+accepted; the unit's reload runs the check first. Needs no root and no
+running daemon."""
+
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+from fixtures import PMQOSD, SOURCE_ROOT, main
+
+
+class TestCheckConfig(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="pmqos-config-")
+        self.rules = os.path.join(self.dir, "rules.d")
+        os.mkdir(self.rules)
+        self.addCleanup(subprocess.run, ["rm", "-rf", self.dir])
+
+    def write(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def check(self, config, *extra):
+        return subprocess.run([PMQOSD, "--check-config", "--config", config, "--rules-dir", self.rules, *extra],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+
+    def test_good_file(self):
+        proc = self.check(self.write("good.conf", "[pmqosd]\nMaxTimeoutSec=3600\nDefaultMinimumLatency=10\n"))
+        self.assertEqual((proc.returncode, proc.stdout, proc.stderr), (0, "", ""))
+
+    def test_bad_value_whole(self):
+        value = "a rather long value that the old message cut in the middle of a word"
+        path = self.write("bad.conf", "[pmqosd]\n# a comment\nMaxTimeoutSec=%s\n" % value)
+        proc = self.check(path)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn('%s:3: MaxTimeoutSec: invalid value "%s"' % (path, value), proc.stderr)
+        self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+
+    def test_inline_comment_is_a_value(self):
+        # As in systemd's files, "#" starts a comment only at the start of a line.
+        path = self.write("inline.conf", "[pmqosd]\nMaxTimeoutSec=300 # five minutes\n")
+        proc = self.check(path)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn('%s:2: MaxTimeoutSec: invalid value "300 # five minutes"' % path, proc.stderr)
+
+    def test_unknown_key_and_missing_file(self):
+        proc = self.check(self.write("unknown.conf", "[pmqosd]\nMaxTimeoutSecs=5\n"))
+        self.assertEqual(proc.returncode, 1)
+        self.assertRegex(proc.stderr, r"unknown\.conf:2: MaxTimeoutSecs: unknown key")
+        proc = self.check(os.path.join(self.dir, "absent.conf"))
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("absent.conf", proc.stderr)
+
+    def test_bad_rule_file(self):
+        good = self.write("good.conf", "[pmqosd]\n")
+        with open(os.path.join(self.rules, "db.conf"), "w") as f:
+            f.write("[Rule]\nUnit=postgresql.service\nLatency=fast\n")
+        proc = self.check(good)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("db.conf", proc.stderr)
+
+    def test_readme_example_and_installed_default(self):
+        with open(os.path.join(SOURCE_ROOT, "README.md")) as f:
+            readme = f.read()
+        section = readme[readme.index("### Configuration"):]
+        example = re.search(r"```ini\n(.*?)```", section, re.S).group(1)
+        self.assertIn("[pmqosd]", example)
+        proc = self.check(self.write("readme.conf", example))
+        self.assertEqual((proc.returncode, proc.stderr), (0, ""), example)
+        proc = self.check(os.path.join(SOURCE_ROOT, "daemon", "pmqosd.conf"))
+        self.assertEqual((proc.returncode, proc.stderr), (0, ""))
+
+    def test_reload_checks_first(self):
+        with open(os.path.join(SOURCE_ROOT, "dbus", "pmqosd.service.in")) as f:
+            reloads = [line for line in f.read().splitlines() if line.startswith("ExecReload=")]
+        self.assertEqual(reloads, ["ExecReload=+@libexecdir@/pmqosd --check-config",
+                                   "ExecReload=+/bin/kill -HUP $MAINPID"])
+
+
+if __name__ == "__main__":
+    main()
