@@ -29,6 +29,13 @@ int action_hold(Manager *m, sd_bus_message *message, const NewRequest *nr, sd_bu
 /* RequestFor(): the request for as long as target (a pidfd or a cgroup v2 directory) lives. */
 int action_request_for(Manager *m, sd_bus_message *message, const NewRequest *nr, int target, sd_bus_error *error);
 
+/* At start (adopt.c): a hold for each of d's held requests whose process
+ * (same pid and start time) or cgroup (same id) is still there, set as its
+ * owners[i]; the others end. Returns the holds, for held_rebind_done()
+ * after core_start(), which frees those that own nothing; NULL if none. */
+Hold **held_rebind(Manager *m, const RuntimeData *d, RequestOwner **owners);
+void held_rebind_done(Hold **held, size_t n);
+
 /* The steps the actions share (actions.c). */
 const char *request_action(const Manager *m, bool persistent, uint64_t timeout_usec);
 /* The per-connection and per-user caps (root is exempt). */

@@ -9,6 +9,7 @@
 #include <systemd/sd-id128.h>
 
 #include "util/clock.h"
+#include "bus/actions.h"
 #include "util/log.h"
 #include "bus/manager.h"
 #include "util/macro.h"
@@ -113,6 +114,9 @@ int manager_start(Manager *m, ChangeSet *ret_changes) {
                         owners[i] = &a->client->owner;
         }
         hashmap_clear(&by_sender);
+        /* 2b. Each held request goes back to its process or cgroup, if that still is the same one. */
+        size_t n_entries = d->n_entries;
+        Hold **held = held_rebind(m, d, owners);
 
         /* 3. The unit rules whose units run, in the same first write. */
         unit_rules_prime(&m->rules);
@@ -123,6 +127,7 @@ int manager_start(Manager *m, ChangeSet *ret_changes) {
                 client_unwait(adoptions[i].client, &adoptions[i].waiter);
                 client_unref(adoptions[i].client);
         }
+        held_rebind_done(held, n_entries);
         free(owners);
         free(adoptions);
         publish_arm_expiry(&m->pub);

@@ -44,7 +44,7 @@ static int know_and_authorize(Manager *m, sd_bus_message *message, const NewRequ
 
 /* 4. and 5.: h owns the new request; the reply carries the cookie (and peer_fd). */
 static int add_held(Manager *m, sd_bus_message *message, const Client *c, const NewRequest *nr, Hold *h, char *target,
-                    int peer_fd, sd_bus_error *error) {
+                    const Target *t, int peer_fd, sd_bus_error *error) {
         ChangeSet changes;
 
         Request *req = new_request(m, c, nr);
@@ -55,6 +55,10 @@ static int add_held(Manager *m, sd_bus_message *message, const Client *c, const 
         }
         req->hold = h->kind;
         req->target = target;
+        if (t) {
+                req->target_pid = t->pid;
+                req->target_key = t->kind == TARGET_PROCESS ? t->start_time : t->cgroup_id;
+        }
         uint32_t cookie = req->cookie;
         int r = core_add(&m->core, req, &h->owner, &changes);
         if (r < 0) {
@@ -81,7 +85,7 @@ int action_hold(Manager *m, sd_bus_message *message, const NewRequest *nr, sd_bu
                                ? sd_bus_error_set(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
                                                   "pmqosd cannot open another descriptor now; retry later.")
                                : r;
-        r = add_held(m, message, c, nr, h, NULL, peer_fd, error);
+        r = add_held(m, message, c, nr, h, NULL, NULL, peer_fd, error);
         close(peer_fd); /* the reply has its copy */
         return r;
 }
@@ -154,5 +158,68 @@ int action_request_for(Manager *m, sd_bus_message *message, const NewRequest *nr
                 free(name);
                 return r;
         }
-        return add_held(m, message, c, nr, h, name, -1, error);
+        return add_held(m, message, c, nr, h, name, &t, -1, error);
+}
+
+/* The descriptor of req's target, reopened after a restart, or negative. */
+static int reopen_target(const Request *req) {
+        switch (req->hold) {
+        case HOLD_PROCESS:
+                return target_reopen_process(req->target_pid, req->target_key);
+        case HOLD_CGROUP:
+                return req->target ? target_reopen_cgroup(req->target, req->target_key) : -ESRCH;
+        default:
+                return -ENOENT; /* a descriptor's pipe: only the service manager's store could keep it */
+        }
+}
+
+static Hold *rebind_one(Manager *m, Request *req) {
+        Hold *h = NULL;
+        int fd = reopen_target(req);
+        if (fd < 0)
+                return NULL;
+        int r = req->hold == HOLD_PROCESS ? hold_new_process(&m->holds, fd, &h) : hold_new_cgroup(&m->holds, fd, &h);
+        if (r < 0) {
+                close(fd);
+                return NULL;
+        }
+        if (req->hold == HOLD_PROCESS) {
+                char *name = process_target(fd, req->target_pid);
+                if (name) {
+                        free(req->target);
+                        req->target = name;
+                }
+        }
+        return h;
+}
+
+Hold **held_rebind(Manager *m, const RuntimeData *d, RequestOwner **owners) {
+        Hold **held = NULL;
+        size_t n_rebound = 0, n_ended = 0;
+
+        for (size_t i = 0; i < d->n_entries; i++) {
+                Request *req = d->entries[i].request;
+                if (req->hold == HOLD_NONE)
+                        continue;
+                if (!held && !(held = calloc(d->n_entries, sizeof(Hold *))))
+                        return NULL; /* out of memory: they end */
+                held[i] = m->holds.n < m->holds.max ? rebind_one(m, req) : NULL;
+                if (held[i]) {
+                        owners[i] = &held[i]->owner;
+                        n_rebound++;
+                } else
+                        n_ended++;
+        }
+        if (n_rebound + n_ended > 0)
+                log_info("Re-bound %zu request(s) to their process or cgroup; %zu held one(s) ended (their descriptor, "
+                         "process or cgroup is gone).",
+                         n_rebound, n_ended);
+        return held;
+}
+
+void held_rebind_done(Hold **held, size_t n) {
+        for (size_t i = 0; held && i < n; i++)
+                if (held[i] && held[i]->owner.n_requests == 0)
+                        hold_free(held[i]);
+        free(held);
 }

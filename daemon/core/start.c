@@ -113,7 +113,9 @@ int core_start(Core *c, const char *bus_id, RequestOwner *const *owners, int64_t
                 if (req->n_cpus == 0 && req->value >= 0 && (*min < 0 || req->value < *min))
                         *min = req->value;
                 bool expired = req->expires_usec > 0 && req->expires_usec <= now;
-                bool dropped = expired || (!owner && req->expires_usec == 0) || store_get(&c->store, req->cookie);
+                /* A held request without its hold back ended with it, whatever its timeout. */
+                bool dropped = expired || (!owner && (req->expires_usec == 0 || req->hold != HOLD_NONE)) ||
+                               store_get(&c->store, req->cookie);
                 if (!dropped) {
                         mark_if_cpus_gone(c, req);
                         dropped = store_add(&c->store, req, owner) < 0;

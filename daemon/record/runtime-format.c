@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* "pmqos-runtime 1", "bus ID", then one record per change:
- *   add sender=NAME <the state file's request fields>
+ *   add sender=NAME [held=fd|held=process:PID:START|held=cgroup:ID:PATH] <the state file's request fields>
  *   value COOKIE VALUE
  *   detach COOKIE        (its owner left; a timed request lives on)
  *   remove COOKIE
@@ -10,12 +10,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/hashmap.h"
 #include "util/macro.h"
+#include "util/text.h"
 
 #define RUNTIME_MAGIC "pmqos-runtime"
 
@@ -34,10 +36,36 @@ void runtime_format_header(TextBuffer *b, const char *bus_id) {
         text_printf(b, "%s %d\nbus %s\n", RUNTIME_MAGIC, RUNTIME_FORMAT_VERSION, bus_id);
 }
 
+/* What a held request is bound to, and how to find it again. */
+static void format_held(TextBuffer *b, const Request *r) {
+        switch (r->hold) {
+        case HOLD_FD:
+                text_append(b, "held=fd ");
+                break;
+        case HOLD_PROCESS:
+                text_append(b, "held=process:");
+                text_append_int(b, r->target_pid);
+                text_append(b, ":");
+                text_append_uint(b, r->target_key);
+                text_append(b, " ");
+                break;
+        case HOLD_CGROUP:
+                text_append(b, "held=cgroup:");
+                text_append_uint(b, r->target_key);
+                text_append(b, ":");
+                text_append_escaped(b, request_target(r));
+                text_append(b, " ");
+                break;
+        default:
+                break;
+        }
+}
+
 void runtime_format_add(TextBuffer *b, const Request *r) {
         text_append(b, "add sender=");
         text_append(b, request_sender(r)); /* a unique name: nothing to escape */
         text_append(b, " ");
+        format_held(b, r);
         request_format(b, r);
         text_append(b, "\n");
 }
@@ -122,6 +150,40 @@ static RuntimeEntry *lookup(Replay *p, const char *text, const char **rest) {
         return &p->d.entries[slot - 1];
 }
 
+/* "fd", "process:PID:START" or "cgroup:ID:PATH" (PATH escaped, absolute). */
+static int parse_held(char *s, Request *req) {
+        int64_t v;
+
+        if (strcmp(s, "fd") == 0) {
+                req->hold = HOLD_FD;
+                return 0;
+        }
+        bool process = strncmp(s, "process:", 8) == 0;
+        if (!process && strncmp(s, "cgroup:", 7) != 0)
+                return -EINVAL;
+        char *a = s + (process ? 8 : 7), *b = strchr(a, ':');
+        if (!b)
+                return -EINVAL;
+        *b++ = 0;
+        if (process) {
+                if (record_parse_i64(a, 1, INT32_MAX, &v) < 0)
+                        return -EINVAL;
+                req->hold = HOLD_PROCESS;
+                req->target_pid = (pid_t) v;
+                if (record_parse_i64(b, 0, INT64_MAX, &v) < 0)
+                        return -EINVAL;
+                req->target_key = (uint64_t) v;
+                return 0;
+        }
+        if (record_parse_i64(a, 1, INT64_MAX, &v) < 0 || text_unescape(b) < 0 || b[0] != '/' || strlen(b) >= PATH_MAX ||
+            !utf8_is_valid(b, strlen(b)))
+                return -EINVAL;
+        req->hold = HOLD_CGROUP;
+        req->target_key = (uint64_t) v;
+        req->target = strdup(b);
+        return req->target ? 0 : -ENOMEM;
+}
+
 static int parse_add(Replay *p, char *fields, const char **why) {
         if (strncmp(fields, "sender=", 7) != 0)
                 return bad(why, "add record without a sender");
@@ -132,11 +194,24 @@ static int parse_add(Replay *p, char *fields, const char **why) {
         if (!valid_sender(sender))
                 return bad(why, "invalid sender");
 
+        char *held = NULL;
+        if (strncmp(rest, "held=", 5) == 0) {
+                held = rest + 5;
+                rest = strchr(held, ' ');
+                if (!rest)
+                        return bad(why, "add record without request fields");
+                *rest++ = 0;
+        }
+
         Request *req;
         int r = request_parse(rest, &p->execs, &req, why);
         if (r < 0)
                 return r;
         req->persistent = false;
+        if (held && parse_held(held, req) < 0) {
+                request_free(req);
+                return bad(why, "invalid held field");
+        }
         if (hashmap_get(&p->live, &req->cookie)) {
                 request_free(req);
                 return bad(why, "add of a live cookie");

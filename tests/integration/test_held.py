@@ -10,6 +10,7 @@ is read back each time."""
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -257,6 +258,76 @@ except GLib.Error as e:
     from gi.repository import Gio
     print("error", Gio.DBusError.get_remote_error(e), flush=True)
 """ % os.path.dirname(os.path.abspath(__file__))
+
+
+class TestRestartWithoutStore(HeldTestCase):
+    """No service manager keeps the descriptors: process- and cgroup-bound
+    requests are re-bound from the runtime record, descriptor-bound ones end."""
+
+    def restart(self, sig):
+        self.daemon.proc.send_signal(sig)
+        self.daemon.proc.wait(60)
+        self.daemon.log.close()
+        return self.start_daemon(state_dir=self.daemon.state_dir)
+
+    def check_rebound(self, sig):
+        p = subprocess.Popen(["sleep", "600"])
+        self.addCleanup(lambda: (p.kill(), p.wait()))
+        c = self.client()
+        pidfd = os.pidfd_open(p.pid)
+        by_process = request_for(c, self.value(), pidfd)
+        os.close(pidfd)
+        by_cgroup = None
+        if cgroup_root():
+            path = make_cgroup(self)
+            q = subprocess.Popen(["sleep", "600"])
+            self.addCleanup(lambda: (q.kill(), q.wait()))
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write(str(q.pid))
+            dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+            by_cgroup = request_for(c, self.value() + 1, dfd)
+            os.close(dfd)
+        by_fd, fd = hold(c, self.value() + 2)
+        c.close()
+        self.restart(sig)
+        w = self.client()
+        listed = requests_by_cookie(w)
+        self.assertEqual(listed[by_process]["bound_to"], "process")
+        self.assertEqual(listed[by_process]["target"], "pid %d (sleep 600)" % p.pid)
+        self.assertNotIn(by_fd, listed)  # its pipe went with the previous run
+        os.close(fd)
+        if by_cgroup:
+            self.assertEqual(listed[by_cgroup]["bound_to"], "cgroup")
+            self.assertKernelAtMost(self.value())
+            q.kill()
+            q.wait()
+            self.assert_eventually(lambda: by_cgroup not in requests_by_cookie(w), what="the cgroup's request to end")
+        self.assertKernelAtMost(self.value())
+        p.kill()
+        p.wait()
+        self.assert_eventually(self.kernel.released, what="the re-bound bound to lift at the process's exit")
+
+    def test_sigterm(self):
+        self.check_rebound(signal.SIGTERM)
+
+    def test_kill9(self):
+        self.check_rebound(signal.SIGKILL)
+
+    def test_process_gone_while_down(self):
+        p = subprocess.Popen(["sleep", "600"])
+        c = self.client()
+        pidfd = os.pidfd_open(p.pid)
+        cookie = request_for(c, self.value(), pidfd, {"timeout": GLib.Variant("u", 600)})
+        os.close(pidfd)
+        self.daemon.proc.send_signal(signal.SIGKILL)
+        self.daemon.proc.wait(60)
+        self.daemon.log.close()
+        p.kill()
+        p.wait()
+        self.start_daemon(state_dir=self.daemon.state_dir)
+        # Timed too, yet it ends: it was bound to the process, not to its timeout.
+        self.assertNotIn(cookie, requests_by_cookie(self.client()))
+        self.assertTrue(self.kernel.released())
 
 
 @unittest.skipUnless(IS_ROOT and POLKITD_PRESENT, "needs root (users, polkit files) and polkitd")

@@ -102,6 +102,60 @@ START_TEST(test_replay) {
 }
 END_TEST
 
+/* Held requests come back with what finds their target again; one bad held= refuses the record. */
+START_TEST(test_held_round_trip) {
+        Store s;
+        TextBuffer b = {};
+        RuntimeData d;
+        char err[256];
+
+        store_init(&s, 5);
+        Request *fd = make(&s, 50, 0, ""), *proc = make(&s, 40, 1796014999000000, ""), *cg = make(&s, 30, 0, "");
+        fd->hold = HOLD_FD;
+        proc->hold = HOLD_PROCESS;
+        proc->target_pid = 777;
+        proc->target_key = 123456789;
+        proc->target = strdup("pid 777 (sleep 600)");
+        cg->hold = HOLD_CGROUP;
+        cg->target_key = 9001;
+        cg->target = strdup("/sys/fs/cgroup/unified/a b:c%d");
+        ck_assert_int_eq(store_add(&s, fd, NULL), 0);
+        ck_assert_int_eq(store_add(&s, proc, NULL), 0);
+        ck_assert_int_eq(store_add(&s, cg, NULL), 0);
+        runtime_format_header(&b, BUS);
+        STORE_FOREACH(r, &s)
+        runtime_format_add(&b, r);
+        ck_assert(!b.oom);
+
+        ck_assert_int_eq(runtime_parse(b.data, b.len, &d, err, sizeof(err)), 0);
+        ck_assert_uint_eq(d.n_entries, 3);
+        ck_assert_int_eq(d.entries[0].request->hold, HOLD_FD);
+        ck_assert_int_eq(d.entries[1].request->hold, HOLD_PROCESS);
+        ck_assert_int_eq(d.entries[1].request->target_pid, 777);
+        ck_assert_uint_eq(d.entries[1].request->target_key, 123456789);
+        ck_assert_ptr_null(d.entries[1].request->target); /* read anew from /proc at the re-binding */
+        ck_assert_int_eq(d.entries[2].request->hold, HOLD_CGROUP);
+        ck_assert_uint_eq(d.entries[2].request->target_key, 9001);
+        ck_assert_str_eq(d.entries[2].request->target, "/sys/fs/cgroup/unified/a b:c%d");
+        ck_assert_str_eq(request_bound_to(d.entries[2].request), "cgroup");
+        runtime_data_done(&d);
+
+        static const char *const bad[] = { "held=cgroup:1:relative", "held=process:0:1",
+                                           "held=process:5",         "held=socket",
+                                           "held=cgroup:x:/a",       "held=" };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char text[512];
+                snprintf(text, sizeof(text),
+                         "pmqos-runtime 1\nbus " BUS "\nadd sender= %s cookie=5 type=cpu_dma value=1 uid=0 pid=1 "
+                         "created=1 expires=0 cpus= exec= reason=\n",
+                         bad[i]);
+                ck_assert_int_eq(parse_text(text, &d, err), -EBADMSG);
+        }
+        free(b.data);
+        store_done(&s);
+}
+END_TEST
+
 START_TEST(test_refused_whole) {
         static const struct {
                 const char *text, *why;
@@ -192,6 +246,7 @@ int main(void) {
         TCase *tc = tcase_create("runtime-format");
         tcase_add_test(tc, test_replay);
         tcase_add_test(tc, test_refused_whole);
+        tcase_add_test(tc, test_held_round_trip);
         tcase_add_test(tc, test_command_lines_shared);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_FORK_GETENV);
