@@ -131,6 +131,22 @@ static void drop_capabilities(int keep) {
         (void) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
 
+/* As root the child detached the mount (or it ends with our namespace), and
+ * the capability to unmount is gone: libfuse's unmount would only say it
+ * failed. It still closes the connection and frees what it holds. */
+static void unmount_quietly(struct fuse *f) {
+        int saved = dup(STDERR_FILENO), null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (saved >= 0 && null >= 0)
+                dup2(null, STDERR_FILENO);
+        fuse_unmount(f);
+        if (saved >= 0) {
+                dup2(saved, STDERR_FILENO);
+                close(saved);
+        }
+        if (null >= 0)
+                close(null);
+}
+
 static int setup_fail(const char *what, const char *why) {
         fprintf(stderr, "pmqosctl run: cannot set up the stand-in device: %s: %s\n", what, why);
         return EXIT_RUN_FAILED;
@@ -388,7 +404,9 @@ int verb_run(int argc, char *argv[]) {
         }
         close(sfd);
         pmqos_client_free(s.backend.client); /* what the command still held ends here */
-        if (!setup.root)                     /* as root the child detached it, or it ends with our namespace */
+        if (setup.root)
+                unmount_quietly(s.fuse);
+        else
                 fuse_unmount(s.fuse);
         fuse_destroy(s.fuse);
         rmdir(setup.dir);
