@@ -4,7 +4,9 @@
 
 #include "options.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -236,43 +238,137 @@ static void apply_config(Options *o, Config *c, unsigned set, char **ret_state_d
         config_done(c);
 }
 
-/* Reads the configuration file into o->config, keeping command-line values.
- * A missing default file is fine; a missing explicit one or a bad one is not.
- * On error nothing in o->config changes. */
-int options_load_config(Options *o, char **ret_state_dir) {
+#define VENDOR_CONFIG "/usr/lib/pmqos/pmqosd.conf"
+#define DROP_INS_MAX 128u
+
+typedef struct ConfigFiles {
+        char *paths[2 + DROP_INS_MAX];
+        size_t n;
+} ConfigFiles;
+
+static void config_files_done(ConfigFiles *f) {
+        for (size_t i = 0; i < f->n; i++)
+                free(f->paths[i]);
+        f->n = 0;
+}
+
+static void closedirp(DIR **d) {
+        if (*d)
+                closedir(*d);
+}
+
+static int cmp_name(const void *a, const void *b) {
+        const char *x = strrchr(*(char *const *) a, '/'), *y = strrchr(*(char *const *) b, '/');
+        return strcmp(x, y);
+}
+
+/* DIR/NAME.conf into f, except names f has from a directory read before. */
+static int add_drop_ins(ConfigFiles *f, size_t first, const char *dir) {
+        _cleanup_(closedirp) DIR *d = opendir(dir);
+        if (!d)
+                return errno == ENOENT ? 0 : log_error_errno(errno, "Cannot read %s: %m", dir);
+        for (struct dirent *de; (de = readdir(d));) {
+                size_t len = strlen(de->d_name);
+                if (de->d_name[0] == '.' || len < 6 || strcmp(de->d_name + len - 5, ".conf") != 0)
+                        continue;
+                bool shadowed = false;
+                for (size_t i = first; i < f->n && !shadowed; i++)
+                        shadowed = strcmp(strrchr(f->paths[i], '/') + 1, de->d_name) == 0;
+                if (shadowed)
+                        continue;
+                if (f->n >= ELEMENTSOF(f->paths)) {
+                        log_error("Too many drop-ins in %s: at most %u are read.", dir, DROP_INS_MAX);
+                        return -E2BIG;
+                }
+                if (asprintf(&f->paths[f->n], "%s/%s", dir, de->d_name) < 0)
+                        return -ENOMEM;
+                f->n++;
+        }
+        return 0;
+}
+
+/* The files of the configuration, in the order they apply (a later one's
+ * keys win), as systemd layers its own: the main file — --config FILE, or by
+ * default /etc/pmqos/pmqosd.conf, else the vendor's /usr/lib/pmqos/pmqosd.conf
+ * when /etc has none — then the drop-ins MAIN.d/NAME.conf (by default from
+ * /etc/pmqos/pmqosd.conf.d and /usr/lib/pmqos/pmqosd.conf.d, /etc's winning
+ * a name both have) in the lexical order of their names. f->paths[0] is NULL
+ * when there is no main file. */
+static int config_files(const Options *o, ConfigFiles *f) {
+        const char *main_path = o->config_path;
+        if (!o->config_path_given && access(main_path, F_OK) < 0 && access(VENDOR_CONFIG, F_OK) == 0)
+                main_path = VENDOR_CONFIG;
+        f->paths[0] = strdup(main_path);
+        f->n = 1;
+        if (!f->paths[0])
+                return -ENOMEM;
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s.d", o->config_path);
+        int r = add_drop_ins(f, 1, dir);
+        if (r >= 0 && !o->config_path_given)
+                r = add_drop_ins(f, 1, VENDOR_CONFIG ".d");
+        if (r < 0)
+                return r;
+        qsort(f->paths + 1, f->n - 1, sizeof(char *), cmp_name);
+        return 0;
+}
+
+/* One file onto c; *set gains its keys. A missing file is fine unless required. */
+static int load_one(const char *path, bool required, Config *c, unsigned *set) {
         char buf[CONFIG_FILE_MAX + 1], err[4096];
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                int k = errno;
+                if (k == ENOENT && !required)
+                        return 0;
+                log_error_errno(k, "Cannot read configuration %s: %m", path);
+                return -k;
+        }
+        ssize_t n = read(fd, buf, sizeof(buf));
+        int saved = errno;
+        close(fd);
+        if (n < 0) {
+                log_error_errno(saved, "Cannot read configuration %s: %m", path);
+                return -saved;
+        }
+        /* config_parse() drops a StateDirectory= the file does not set (a
+         * reload); across the files of one configuration it stays. */
+        char *prev_state_dir = TAKE_PTR(c->state_dir);
+        unsigned file_set = 0;
+        int r = config_parse(path, buf, (size_t) n, c, &file_set, err, sizeof(err));
+        if (r < 0 || !(file_set & CONFIG_SET_STATE_DIR))
+                c->state_dir = prev_state_dir;
+        else
+                free(prev_state_dir);
+        if (r < 0) {
+                if (r == -EINVAL)
+                        log_error("Bad configuration: %s", err);
+                else
+                        log_error_errno(r, "Bad configuration: %m");
+                return r;
+        }
+        *set |= file_set;
+        return 0;
+}
+
+/* Reads the configuration (config_files()) into o->config, keeping
+ * command-line values. A missing default file is fine; a missing explicit
+ * one or a bad one is not. On error nothing in o->config changes. */
+int options_load_config(Options *o, char **ret_state_dir) {
+        _cleanup_(config_files_done) ConfigFiles files = {};
         Config c = {
                 .limits = LIMITS_DEFAULT,
                 .default_floor = PMQOS_LATENCY_NONE,
                 .battery_floor = PMQOS_LATENCY_NONE,
         };
         unsigned set = 0;
-        ssize_t n = 0;
 
         *ret_state_dir = NULL;
-        int fd = open(o->config_path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-                int k = errno;
-                if (k == ENOENT && !o->config_path_given) {
-                        apply_config(o, &c, 0, ret_state_dir);
-                        return 0;
-                }
-                log_error_errno(k, "Cannot read configuration %s: %m", o->config_path);
-                return -k;
-        }
-        n = read(fd, buf, sizeof(buf));
-        int saved = errno;
-        close(fd);
-        if (n < 0) {
-                log_error_errno(saved, "Cannot read configuration %s: %m", o->config_path);
-                return -saved;
-        }
-        int r = config_parse(o->config_path, buf, (size_t) n, &c, &set, err, sizeof(err));
+        int r = config_files(o, &files);
+        for (size_t i = 0; r >= 0 && i < files.n; i++)
+                r = load_one(files.paths[i], i == 0 && o->config_path_given, &c, &set);
         if (r < 0) {
-                if (r == -EINVAL)
-                        log_error("Bad configuration: %s", err);
-                else
-                        log_error_errno(r, "Bad configuration: %m");
+                config_done(&c);
                 return r;
         }
         apply_config(o, &c, set, ret_state_dir);

@@ -11,7 +11,8 @@ import subprocess
 import tempfile
 import unittest
 
-from fixtures import PMQOSD, SOURCE_ROOT, main
+from contract import NATIVE_IFACE
+from fixtures import BrokerTestCase, PMQOSD, SOURCE_ROOT, main
 
 
 class TestCheckConfig(unittest.TestCase):
@@ -77,11 +78,44 @@ class TestCheckConfig(unittest.TestCase):
         proc = self.check(os.path.join(SOURCE_ROOT, "daemon", "pmqosd.conf"))
         self.assertEqual((proc.returncode, proc.stderr), (0, ""))
 
+    def test_drop_ins_are_read(self):
+        main_file = self.write("main.conf", "[pmqosd]\n")
+        os.mkdir(main_file + ".d")
+        self.write("main.conf.d/10-a.conf", "MaxTimeoutSec=10\n")
+        self.write("main.conf.d/README", "not a configuration\n")  # only *.conf
+        self.write("main.conf.d/.hidden.conf", "not one either\n")
+        self.assertEqual(self.check(main_file).returncode, 0)
+        self.write("main.conf.d/20-b.conf", "MaxTimeoutSec=soon\n")
+        proc = self.check(main_file)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn('main.conf.d/20-b.conf:1: MaxTimeoutSec: invalid value "soon"', proc.stderr)
+
     def test_reload_checks_first(self):
         with open(os.path.join(SOURCE_ROOT, "dbus", "pmqosd.service.in")) as f:
             reloads = [line for line in f.read().splitlines() if line.startswith("ExecReload=")]
         self.assertEqual(reloads, ["ExecReload=+@libexecdir@/pmqosd --check-config",
                                    "ExecReload=+/bin/kill -HUP $MAINPID"])
+
+
+class TestDropInPrecedence(BrokerTestCase):
+    """The main file, then its drop-ins in lexical order of their names: a
+    later file's key wins, a key it does not set stays (pmqosd.conf(5))."""
+
+    def test_lexical_order_wins(self):
+        d = tempfile.mkdtemp(prefix="pmqos-config-")
+        self.addCleanup(subprocess.run, ["rm", "-rf", d])
+        main_file = os.path.join(d, "pmqosd.conf")
+        os.mkdir(main_file + ".d")
+        for name, text in (("pmqosd.conf", "[pmqosd]\nDefaultMinimumLatency=100\nOnBatteryMinimumLatency=7\n"),
+                           ("pmqosd.conf.d/20-b.conf", "DefaultMinimumLatency=300\n"),
+                           ("pmqosd.conf.d/10-a.conf", "DefaultMinimumLatency=200\n")):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        self.start_daemon(("--config", main_file))
+        self.assertEqual(self.client().call("Explain", None, iface=NATIVE_IFACE)[0]["floor"], 300)
+        os.unlink(os.path.join(d, "pmqosd.conf.d", "20-b.conf"))
+        self.start_daemon(("--config", main_file))
+        self.assertEqual(self.client().call("Explain", None, iface=NATIVE_IFACE)[0]["floor"], 200)
 
 
 if __name__ == "__main__":
