@@ -191,6 +191,7 @@ static int run(int argc, char *argv[]) {
 
         /* Everything that needs root first: the device, the per-CPU files, the
          * state, whose bounds the kernel gets before any client can ask. */
+        service_raise_fd_limit(o.config.limits.max_held);
         service_take_stored_fds(&o.config.core);
         r = manager_new(&m, event, &o.config);
         if (r < 0)

@@ -6,6 +6,7 @@
 #include "service.h"
 
 #include <errno.h>
+#include <sys/resource.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <stdlib.h>
@@ -164,4 +165,27 @@ bool service_restart_pending(sd_bus *bus) {
                 return false;
         }
         return strstr(type, "restart") != NULL; /* restart, try-restart, reload-or-restart */
+}
+
+/* Descriptors pmqosd needs besides its held requests': the bus, the devices,
+ * per-CPU files, polkit, the explainer, a burst of file reads. */
+#define FD_BASE 1024u
+
+void service_raise_fd_limit(unsigned max_held) {
+        struct rlimit rl;
+        rlim_t want = (rlim_t) max_held * 2 + FD_BASE;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+                return;
+        rlim_t cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+        if (cur > rl.rlim_cur) {
+                rl.rlim_cur = cur;
+                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        log_warning_errno(-errno, "Cannot raise the descriptor limit to %llu: %m.",
+                                          (unsigned long long) cur);
+        }
+        if (cur < want)
+                log_warning("The descriptor limit (%llu) is below what MaxHeldRequests=%u needs (%llu): raise "
+                            "LimitNOFILE= or lower MaxHeldRequests.",
+                            (unsigned long long) cur, max_held, (unsigned long long) want);
 }

@@ -120,6 +120,18 @@ class TestHold(HeldTestCase):
         self.assert_eventually(self.kernel.released, what="the bound to lift with data still unread")
 
 
+class TestDescriptorLimit(HeldTestCase):
+    def test_soft_limit_raised_to_fit(self):
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 16384 * 2 + 1024  # the default MaxHeldRequests, two descriptors each, and the rest
+        with open("/proc/%d/limits" % self.daemon.proc.pid) as f:
+            line = [x for x in f if x.startswith("Max open files")][0].split()
+        self.assertEqual(int(line[3]), min(want, hard) if hard != resource.RLIM_INFINITY else want)
+        if hard < want:
+            self.assertIn("raise LimitNOFILE= or lower MaxHeldRequests", self.daemon.output())
+
+
 class TestRequestFor(HeldTestCase):
     def sleeper(self):
         p = subprocess.Popen(["sleep", "600"])
