@@ -60,6 +60,8 @@ class TestInstall(BrokerTestCase):
             r"lib/systemd/system/pmqosd\.service$", r"lib/sysusers\.d/pmqos\.conf$", r"etc/pmqos/pmqosd\.conf$",
             r"share/man/man8/pmqosd\.8$", r"share/man/man1/pmqosctl\.1$", r"share/man/man3/libpmqos\.3$",
             r"share/man/man5/pmqosd\.conf\.5$", r"bash-completion/completions/pmqosctl$",
+            r"libexec/pmqos-oci-hook$", r"share/containers/oci/hooks\.d/pmqos-oci-hook\.json$",
+            r"share/man/man8/pmqos-oci-hook\.8$",
         ]
         for pattern in want:
             self.assertTrue(any(re.search(pattern, f) for f in files), "%s missing from %s" % (pattern, sorted(files)))
@@ -109,7 +111,8 @@ class TestInstall(BrokerTestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_man_pages_render_without_warnings(self):
-        for page in ("daemon/pmqosd.8", "daemon/pmqosd.conf.5", "client-lib/pmqosctl.1", "client-lib/libpmqos.3"):
+        for page in ("daemon/pmqosd.8", "daemon/pmqosd.conf.5", "client-lib/pmqosctl.1", "client-lib/libpmqos.3",
+                     "client-lib/oci-hook/pmqos-oci-hook.8"):
             r = run("man", "--warnings", "-l", os.path.join(SOURCE_ROOT, page), env=dict(os.environ, MANWIDTH="80"))
             self.assertEqual(r.returncode, 0, page)
             self.assertEqual(r.stderr, "", page)

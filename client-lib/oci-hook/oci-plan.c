@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* From annotations to one request: its value, its CPUs, its reason. The
+ * reason starts with "container ID", which is how poststop finds it again. */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oci-state.h"
+#include "util/cpu-list.h"
+
+#define LATENCY_MAX 2000000000L
+
+static int fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t size, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, size, fmt, ap);
+        va_end(ap);
+        return -EINVAL;
+}
+
+static int parse_usec(const char *s, int32_t *ret) {
+        if (!s[0] || strspn(s, "0123456789") != strlen(s) || strlen(s) > 10)
+                return -EINVAL;
+        long long v = strtoll(s, NULL, 10);
+        if (v > LATENCY_MAX)
+                return -ERANGE;
+        *ret = (int32_t) v;
+        return 0;
+}
+
+static bool cstate_name(const char *s) {
+        size_t n = strlen(s);
+        return n > 0 && n < 32 && !(s[0] >= '0' && s[0] <= '9') &&
+               strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == n;
+}
+
+const char *oci_shown(const char *s, char *buf, size_t size) {
+        size_t n = 0;
+        for (; s && *s && n + 1 < size; s++)
+                buf[n++] = (*s >= 0x20 && *s < 0x7f) ? *s : '?';
+        buf[n] = 0;
+        return buf;
+}
+
+/* Printable ASCII for the listing, anything else as '?'. */
+static void append_clean(char *buf, size_t size, const char *prefix, const char *s) {
+        size_t len = strlen(buf);
+        if (len + strlen(prefix) >= size)
+                return;
+        strcpy(buf + len, prefix);
+        len += strlen(prefix);
+        for (; *s && len + 1 < size; s++)
+                buf[len++] = (*s >= 0x20 && *s < 0x7f) ? *s : '?';
+        buf[len] = 0;
+}
+
+static void make_reason(const OciState *s, char *buf, size_t size) {
+        snprintf(buf, size, "container %s", s->id);
+        if (s->pod_namespace || s->pod_name) {
+                append_clean(buf, size, " pod ", s->pod_namespace ? s->pod_namespace : "?");
+                append_clean(buf, size, "/", s->pod_name ? s->pod_name : "?");
+        }
+        if (s->container_name)
+                append_clean(buf, size, " name ", s->container_name);
+}
+
+static int plan_crio(const char *v, OciPlan *plan, char *err, size_t size) {
+        if (strcmp(v, "enable") == 0)
+                return 0; /* CRI-O: every C-state allowed, nothing to hold */
+        if (strcmp(v, "disable") == 0)
+                plan->usec = 0;
+        else if (strncmp(v, "max_latency:", 12) != 0 || parse_usec(v + 12, &plan->usec) < 0)
+                return fail(err, size, OCI_ANN_CRIO "=\"%s\": expected enable, disable or max_latency:USEC",
+                            oci_shown(v, (char[41]){ 0 }, 41));
+        plan->act = true;
+        plan->want_container = true;
+        return 0;
+}
+
+static int plan_cpus(const char *v, OciPlan *plan, char *err, size_t size) {
+        if (!v)
+                return 0;
+        if (strcmp(v, "container") == 0) {
+                plan->want_container = true;
+                return 0;
+        }
+        if (cpu_list_parse(v, &plan->cpus, &plan->n_cpus) < 0)
+                return fail(err, size, OCI_ANN_CPUS "=\"%s\": expected \"container\" or a CPU list like 0-3,8",
+                            oci_shown(v, (char[41]){ 0 }, 41));
+        return 0;
+}
+
+int oci_plan_make(const OciState *s, OciPlan *plan, char *err, size_t size) {
+        *plan = (OciPlan){ 0 };
+        if (s->required && strcmp(s->required, "true") == 0)
+                plan->required = true;
+        else if (s->required && strcmp(s->required, "false") != 0) {
+                plan->required = true; /* a typo must not quietly start a container without its bound */
+                return fail(err, size, OCI_ANN_REQUIRED "=\"%s\": expected true or false",
+                            oci_shown(s->required, (char[41]){ 0 }, 41));
+        }
+        make_reason(s, plan->reason, sizeof(plan->reason));
+
+        if (!s->latency) {
+                if (s->crio)
+                        return plan_crio(s->crio, plan, err, size);
+                if (s->cpus)
+                        return fail(err, size, OCI_ANN_CPUS " is given without " OCI_ANN_LATENCY);
+                return 0;
+        }
+        int r = parse_usec(s->latency, &plan->usec);
+        if (r == -ERANGE)
+                return fail(err, size, OCI_ANN_LATENCY "=\"%s\": at most %ld µs",
+                            oci_shown(s->latency, (char[41]){ 0 }, 41), LATENCY_MAX);
+        if (r < 0) {
+                if (!cstate_name(s->latency))
+                        return fail(err, size, OCI_ANN_LATENCY "=\"%s\": expected microseconds or a C-state name",
+                                    oci_shown(s->latency, (char[41]){ 0 }, 41));
+                plan->cstate = s->latency;
+        }
+        plan->act = true;
+        return plan_cpus(s->cpus, plan, err, size);
+}
+
+void oci_plan_done(OciPlan *plan) {
+        free(plan->cpus);
+        plan->cpus = NULL;
+        plan->n_cpus = 0;
+}
+
+bool oci_reason_matches(const char *reason, const char *id) {
+        size_t n = strlen(id);
+        return reason && strncmp(reason, "container ", 10) == 0 && strncmp(reason + 10, id, n) == 0 &&
+               (reason[10 + n] == 0 || reason[10 + n] == ' ');
+}

@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""A real OCI runtime for the hook's tests: crun on a bundle the test makes
+(busybox-static as the rootfs), the hooks taken from the shipped hooks.d
+file. On hosts with hybrid cgroups crun runs in a private mount namespace
+with cgroup2 at /sys/fs/cgroup and --cgroup-manager=disabled: the container
+has no cgroup of its own, so the hook binds the request to its init's pidfd."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+BUILD_ROOT = os.environ.get("PMQOS_BUILD_ROOT", "build")
+HOOK = os.environ.get("PMQOS_OCI_HOOK", os.path.join(BUILD_ROOT, "client-lib/oci-hook/pmqos-oci-hook"))
+HOOKS_D = os.path.join(os.path.dirname(HOOK), "pmqos-oci-hook.json")
+CRUN = shutil.which("crun")
+BUSYBOX = "/bin/busybox"
+
+
+def missing():
+    """Why these tests cannot run here, or None."""
+    if not CRUN:
+        return "crun is not installed"
+    if not os.path.exists(BUSYBOX) or b"statically linked" not in subprocess.run(
+            ["file", "-L", BUSYBOX], capture_output=True).stdout and not os.path.exists("/bin/busybox"):
+        return "busybox-static is not installed"
+    if not os.path.exists(HOOK):
+        return "pmqos-oci-hook is not built (json-c missing?)"
+    return None
+
+
+def hooks_d():
+    with open(HOOKS_D) as f:
+        return json.load(f)
+
+
+def hook_wanted(annotations):
+    """The shipped when.annotations, evaluated as podman and CRI-O do: every
+    key pattern must match some annotation whose value matches too."""
+    when = hooks_d()["when"]["annotations"]
+    return all(any(re.search(k, key) and re.search(v, val) for key, val in annotations.items())
+               for k, v in when.items())
+
+
+class Crun:
+    """crun with its own state directory; containers by name."""
+
+    def __init__(self, bus_address):
+        self.dir = tempfile.mkdtemp(prefix="pmqos-oci-")
+        self.root = os.path.join(self.dir, "state")
+        self.bus_address = bus_address
+        self.log = os.path.join(self.dir, "crun.log")
+
+    def cleanup(self):
+        for name in os.listdir(self.root) if os.path.isdir(self.root) else ():
+            self.run("delete", "-f", name)
+        shutil.rmtree(self.dir, True)
+
+    def run(self, *args):
+        """crun ARGS; its output to a file (a detached container keeps crun's
+        stdio, and a pipe nobody reads would stall it). (status, output)"""
+        with open(self.log, "w") as out:
+            p = subprocess.run(
+                ["unshare", "-m", "sh", "-c",
+                 'mount --make-rprivate / && mount -t cgroup2 none /sys/fs/cgroup && exec "$@"', "sh",
+                 CRUN, "--cgroup-manager=disabled", "--root", self.root] + list(args),
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=30)
+        with open(self.log) as f:
+            return p.returncode, f.read()
+
+    def bundle(self, name, annotations, cpus=None, hook_env=()):
+        """A bundle whose config.json carries the hooks as hooks.d would add them."""
+        b = os.path.join(self.dir, name)
+        rootfs = os.path.join(b, "rootfs")
+        os.makedirs(os.path.join(rootfs, "bin"))
+        for d in ("proc", "dev", "tmp"):
+            os.mkdir(os.path.join(rootfs, d))
+        shutil.copy(BUSYBOX, os.path.join(rootfs, "bin", "busybox"))
+        self.marker = os.path.join(self.dir, "hook-runs")
+        config = {
+            "ociVersion": "1.0.2",
+            "process": {"args": ["/bin/busybox", "sleep", "1000"], "cwd": "/", "user": {"uid": 0, "gid": 0},
+                        "env": ["PATH=/bin"], "terminal": False},
+            "root": {"path": "rootfs", "readonly": True},
+            "hostname": name,
+            "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"}],
+            "linux": {"namespaces": [{"type": t} for t in ("pid", "mount", "ipc", "uts")]},
+            "annotations": annotations,
+        }
+        if cpus is not None:
+            config["linux"]["resources"] = {"cpu": {"cpus": cpus}}
+        if hook_wanted(annotations):
+            spec = hooks_d()
+            # A wrapper records each run's state, so a test can tell poststop ran;
+            # the hook gets the state and arguments as the shipped file says.
+            wrapper = os.path.join(self.dir, "hook-wrapper")
+            with open(wrapper, "w") as f:
+                f.write('#!/bin/sh\nstate=$(cat)\necho "$state" >> %s\necho "$state" | exec %s "$@"\n'
+                        % (self.marker, HOOK))
+            os.chmod(wrapper, 0o755)
+            args = spec["hook"].get("args", [spec["hook"]["path"]])[1:]
+            config["hooks"] = {stage: [{"path": wrapper, "args": ["pmqos-oci-hook"] + args,
+                                        "env": ["DBUS_SYSTEM_BUS_ADDRESS=" + self.bus_address] + list(hook_env),
+                                        "timeout": spec["hook"]["timeout"]}]
+                               for stage in spec["stages"]}
+        with open(os.path.join(b, "config.json"), "w") as f:
+            json.dump(config, f)
+        return b
+
+    def hook_runs(self):
+        """The status of the state each hook run was given, in order."""
+        try:
+            with open(self.marker) as f:
+                return [json.loads(line).get("status") for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def create(self, name, annotations, cpus=None):
+        return self.run("create", "--bundle", self.bundle(name, annotations, cpus), name)
+
+    def state(self, name):
+        code, out = self.run("state", name)
+        return json.loads(out) if code == 0 else None
