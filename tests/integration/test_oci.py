@@ -112,12 +112,8 @@ class TestLifetime(OciTestCase):
         self.assertEqual(self.crun.run("start", "c4")[0], 0)
         self.assertKernelAtMost(33)
         self.start_daemon()  # SIGTERM, then a new pmqosd on the same bus and runtime directory
-        try:
-            self.assert_eventually(lambda: len(self.ours("c4")) == 1, what="the container's request back")
-        except AssertionError:
-            why = "this pmqosd does not re-bind a process-bound request after a restart (issue 28)"
-            skip_notice("the container's bound across a restart of pmqosd", why)
-            self.skipTest(why)
+        self.assert_eventually(lambda: len(self.ours("c4")) == 1, what="the container's request back")
+        self.assertEqual(self.ours("c4")[0]["bound_to"], "process")
         self.assertKernelAtMost(33)
         os.kill(self.init_pid("c4"), signal.SIGKILL)
         self.assert_eventually(self.kernel.released, what="the bound to go with the container")
