@@ -176,6 +176,9 @@ static int reopen_target(const Request *req) {
 static Hold *rebind_one(Manager *m, Request *req) {
         Hold *h = NULL;
         int fd = reopen_target(req);
+        if (fd == -ENOSYS)
+                log_warning("Cannot reopen the process of request %" PRIu32 ": this system has no pidfd_open(2).",
+                            req->cookie);
         if (fd < 0)
                 return NULL;
         int r = req->hold == HOLD_PROCESS ? hold_new_process(&m->holds, fd, &h) : hold_new_cgroup(&m->holds, fd, &h);

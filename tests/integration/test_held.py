@@ -283,6 +283,11 @@ class TestRestartWithoutStore(HeldTestCase):
         return self.start_daemon(state_dir=self.daemon.state_dir)
 
     def check_rebound(self, sig):
+        if "valgrind" in os.environ.get("PMQOSD_WRAPPER", ""):
+            # valgrind 3.19 answers pidfd_open(2) with ENOSYS: pmqosd under it cannot reopen a pid.
+            skip_notice("re-binding a process-bound request after a restart", "pmqosd runs under valgrind, "
+                        "which does not implement pidfd_open(2)")
+            self.skipTest("valgrind does not implement pidfd_open(2)")
         p = subprocess.Popen(["sleep", "600"])
         self.addCleanup(lambda: (p.kill(), p.wait()))
         c = self.client()
