@@ -17,6 +17,8 @@ _public_ void pmqos_request_info_free(pmqos_request_info *infos, size_t n) {
                 free(infos[i].reason);
                 free(infos[i].sender);
                 free(infos[i].type);
+                free(infos[i].bound_to);
+                free(infos[i].target);
                 free(infos[i].cpus);
         }
         free(infos);
@@ -27,8 +29,8 @@ _public_ void pmqos_request_info_free(pmqos_request_info *infos, size_t n) {
 #define LIST_ENTRIES_MAX 100000u
 #define LIST_CPUS_MAX 8192u /* the kernel's NR_CPUS ceiling (PMQOS_MAX_CPUS in store.h) */
 
-static const char *const info_keys[] = { "cookie", "type",    "value",      "uid",     "pid",  "exec",
-                                         "reason", "created", "persistent", "expires", "cpus", "sender" };
+static const char *const info_keys[] = { "cookie",  "type",       "value",   "uid",  "pid",    "exec",     "reason",
+                                         "created", "persistent", "expires", "cpus", "sender", "bound_to", "target" };
 
 static int read_info_string(sd_bus_message *m, char **target) {
         const char *s;
@@ -84,6 +86,10 @@ static int read_info_field(sd_bus_message *m, const char *key, pmqos_request_inf
                 return read_info_string(m, &info->sender);
         if (strcmp(key, "type") == 0)
                 return read_info_string(m, &info->type);
+        if (strcmp(key, "bound_to") == 0)
+                return read_info_string(m, &info->bound_to);
+        if (strcmp(key, "target") == 0)
+                return read_info_string(m, &info->target);
         if (strcmp(key, "cpus") == 0)
                 return read_info_cpus(m, info);
         return sd_bus_message_skip(m, "v");
@@ -130,7 +136,11 @@ int client_read_request_info(sd_bus_message *m, pmqos_request_info *info, bool *
                 info->sender = strdup("");
         if (!info->type)
                 info->type = strdup("cpu_dma");
-        if (!info->exec || !info->reason || !info->sender || !info->type)
+        if (!info->bound_to)
+                info->bound_to = strdup("");
+        if (!info->target)
+                info->target = strdup("");
+        if (!info->exec || !info->reason || !info->sender || !info->type || !info->bound_to || !info->target)
                 return -ENOMEM;
         return sd_bus_message_exit_container(m);
 }

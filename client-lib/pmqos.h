@@ -156,7 +156,10 @@ typedef struct pmqos_request_info {
         bool persistent;
         uint32_t *cpus; /* NULL when the request is global */
         size_t n_cpus;
-        char *type; /* "cpu_dma", or "cpu_wakeup" (Linux 6.19's /dev/cpu_wakeup_latency) */
+        char *type;     /* "cpu_dma", or "cpu_wakeup" (Linux 6.19's /dev/cpu_wakeup_latency) */
+        char *bound_to; /* what it lives as long as: "connection", "timeout", "persistent", "fd", "process",
+                         * "cgroup" or "rule" ("" from a broker that does not say) */
+        char *target;   /* for "process": "pid N (exec)"; for "cgroup": its path; else "" */
 } pmqos_request_info;
 
 /* All live requests of every client. Free with pmqos_request_info_free()

@@ -63,6 +63,10 @@ void json_request(const pmqos_request_info *q) {
                 printf("%s%" PRIu32, k ? ", " : "", q->cpus[k]);
         printf("], \"sender\": ");
         json_string(q->sender);
+        printf(", \"bound_to\": ");
+        json_string(q->bound_to);
+        printf(", \"target\": ");
+        json_string(q->target);
         printf("}");
 }
 

@@ -206,7 +206,11 @@ class TestCommands(CtlTestCase):
         self.assertGreater(items[a]["expires"], items[a]["created"])
         self.assertTrue(items[b]["persistent"])
         self.assertEqual(set(items[a]), {"cookie", "type", "value", "uid", "pid", "exec", "reason", "created",
-                                         "persistent", "expires", "cpus", "sender"})
+                                         "persistent", "expires", "cpus", "sender", "bound_to", "target"})
+        self.assertEqual((items[a]["bound_to"], items[a]["target"]), ("timeout", ""))
+        self.assertEqual((items[b]["bound_to"], items[b]["target"]), ("persistent", ""))
+        from_bus = {r["cookie"]: r for r in self.client().call("ListRequests", None, iface=NATIVE_IFACE)[0]}
+        self.assertEqual(items, from_bus)  # the same dictionaries, key for key
         lines = self.ctl("list", check=0).stdout.splitlines()
         self.assertTrue(lines[0].startswith("COOKIE"))
         self.assertEqual(len(lines), 3)

@@ -87,7 +87,7 @@ class _RequestInfo(ctypes.Structure):
                 ("pid", ctypes.c_uint32), ("exec", ctypes.c_char_p), ("reason", ctypes.c_char_p),
                 ("sender", ctypes.c_char_p), ("created", ctypes.c_int64), ("expires", ctypes.c_int64),
                 ("persistent", ctypes.c_bool), ("cpus", ctypes.POINTER(ctypes.c_uint32)), ("n_cpus", ctypes.c_size_t),
-                ("type", ctypes.c_char_p)]
+                ("type", ctypes.c_char_p), ("bound_to", ctypes.c_char_p), ("target", ctypes.c_char_p)]
 
 
 class _CStateInfo(ctypes.Structure):
