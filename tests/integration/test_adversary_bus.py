@@ -267,7 +267,7 @@ class TestTerminal(AdversaryTestCase):
         lines = r.stdout.decode().splitlines()
         header = lines[0]
         self.assertEqual(len(lines), 4)
-        for name in ("UID", "LIFETIME", "COMMAND"):
+        for name in ("USER", "SINCE", "LIFETIME", "COMMAND"):
             col = header.index(name)
             for line in lines[1:]:
                 self.assertEqual(line[col - 1], " ", (name, header, line))
