@@ -68,16 +68,26 @@ static int complain(const char *id, const char *fmt, ...) {
 static char *read_all(int fd, size_t *ret_len) {
         size_t len = 0, cap = 65536;
         char *buf = malloc(cap);
-        for (ssize_t n; buf; len += (size_t) n) {
-                if (len == cap && (cap > OCI_JSON_MAX || !(buf = realloc(buf, cap *= 2))))
-                        break;
-                n = read(fd, buf + len, cap - len);
-                if (n < 0 && errno == EINTR)
-                        n = 0;
-                else if (n <= 0) {
-                        *ret_len = len;
-                        return n == 0 ? buf : (free(buf), NULL);
+        while (buf) {
+                if (len == cap) {
+                        char *bigger = cap > OCI_JSON_MAX ? NULL : realloc(buf, cap * 2);
+                        if (!bigger)
+                                break;
+                        buf = bigger;
+                        cap *= 2;
                 }
+                ssize_t n = read(fd, buf + len, cap - len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        free(buf);
+                        return NULL;
+                }
+                if (n == 0) {
+                        *ret_len = len;
+                        return buf;
+                }
+                len += (size_t) n;
         }
         free(buf);
         errno = EFBIG;
