@@ -114,7 +114,9 @@ static inline int32_t core_floor(const Core *c) {
  * the kernel and the state file as they were before the call. */
 
 /* Takes r (with its cookie from request_new()) into the store for owner
- * (may be NULL); on failure r is the caller's to free. */
+ * (may be NULL); r is the core's on every return: on failure it is already
+ * freed (request_free(), or store_remove() after a refused write), so the
+ * caller must not touch it again. */
 int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes);
 /* by_uid: who asks, for the audit trail (audit.h), which every transaction
  * writes to once it succeeded. */
