@@ -96,7 +96,7 @@ static int char_columns(const char *s, size_t *ret_len) {
         return w < 0 ? 1 : w;
 }
 
-static int text_columns(const char *s) {
+int text_columns(const char *s) {
         int n = 0;
         for (size_t len; *s; s += len)
                 n += char_columns(s, &len);

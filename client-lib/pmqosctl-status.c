@@ -241,10 +241,19 @@ static void print_cpus(const pmqos_explanation *e, const pmqos_explanation *prev
                         free(t);
                 }
                 printf("%s\n", cpu->n_cstates ? "" : "; no cpuidle states");
+                /* The names' column as wide as the widest ("haltpoll idle"). */
+                int name_w = 10;
+                for (size_t k = 0; k < cpu->n_cstates; k++) {
+                        char *name = term_text(cpu->cstates[k].name);
+                        int w = text_columns(name ?: "?");
+                        name_w = w > name_w ? w : name_w;
+                        free(name);
+                }
                 for (size_t k = 0; k < cpu->n_cstates; k++) {
                         const pmqos_cstate_info *st = &cpu->cstates[k];
                         char *name = term_text(st->name);
-                        printf("  %-10s %6" PRIu32 " µs  %-*s", name ?: "?", st->latency_usec, prev ? 8 : 0,
+                        printf("  %s%*s %6" PRIu32 " µs  %-*s", name ?: "?", name_w - text_columns(name ?: "?"), "",
+                               st->latency_usec, prev ? 8 : 0,
                                st->disabled  ? "disabled"
                                : st->allowed ? "allowed"
                                              : "blocked");

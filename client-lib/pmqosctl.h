@@ -49,6 +49,8 @@ void password_agent_open(void);
 void password_agent_close(void);
 /* Text from the broker made safe for a terminal (malloc'd). */
 char *term_text(const char *s);
+/* How many terminal columns s takes (UTF-8, wide characters counted twice). */
+int text_columns(const char *s);
 /* The value grammar (parse-value.h): µs bare or with a unit ("50", "2ms"),
  * 0 … PMQOS_LATENCY_MAX. 0 or a negative errno. */
 int parse_usec(const char *s, int32_t *ret);

@@ -135,6 +135,22 @@ class TestCommands(CtlTestCase):
         from_bus = c.call("Explain", None, iface=NATIVE_IFACE)[0]
         self.assertEqual(from_ctl, from_bus)  # the same dictionary, key for key
 
+    def test_status_long_cstate_names_aligned(self):
+        """A state named longer than the column ("haltpoll idle", the guest
+        idle driver's) widens the column instead of shifting its row."""
+        from test_explain import FAKE_MODELS, make_cpuidle, make_fake_sysfs
+        root = make_fake_sysfs({0: "0"})
+        self.addCleanup(shutil.rmtree, root, True)
+        FAKE_MODELS["guest"] = [("POLL", 0, 0, 1, 1), ("haltpoll idle", 1, 0, 1, 1), ("C1", 2, 0, 1, 1)]
+        self.addCleanup(FAKE_MODELS.pop, "guest")
+        make_cpuidle(root, 0, "guest")
+        self.start_daemon(("--sysfs-root", root))
+        out = self.ctl("status", check=0).stdout
+        rows = [line for line in out.splitlines() if line.endswith("allowed") or line.endswith("blocked")]
+        self.assertEqual(len(rows), 3, out)
+        self.assertEqual(len({row.index(" µs") for row in rows}), 1, out)
+        self.assertIn("  haltpoll idle      1 µs  allowed", out)
+
     def test_status_watch_residency(self):
         root = self.fake_sysfs_daemon()
         proc = subprocess.Popen([PMQOSCTL, "status", "--watch", "0.3"], env=self.bus.env, stdout=subprocess.PIPE,
