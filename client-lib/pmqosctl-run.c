@@ -282,7 +282,7 @@ static int run_serve(standin *s, const char *dir, int sfd) {
                 r = run_loop(s, 0, sfd, -1, NULL);
         } else
                 r = EXIT_RUN_FAILED;
-        pmqos_client_free(s->backend.client);
+        standin_backend_done(&s->backend);
         fuse_unmount(s->fuse);
         fuse_destroy(s->fuse);
         return r;
@@ -403,7 +403,7 @@ int verb_run(int argc, char *argv[]) {
                 r = run_loop(&s, child, sfd, ready[0], &setup);
         }
         close(sfd);
-        pmqos_client_free(s.backend.client); /* what the command still held ends here */
+        standin_backend_done(&s.backend); /* requests of processes still alive go on until they end */
         if (setup.root)
                 unmount_quietly(s.fuse);
         else

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* How the stand-in server asks pmqosd for an open's bound: one request per
- * open of the stand-in, made for the opening process. */
+ * open of the stand-in, bound to the opening process (RequestFor with its
+ * pidfd), so that it ends when that process dies even if the server died. */
 #pragma once
 
 #include <stdint.h>
@@ -8,14 +9,18 @@
 
 #include "pmqos.h"
 
+typedef struct sd_bus sd_bus;
+
 typedef struct standin_backend {
-        pmqos_client *client;
-        const char *reason; /* --reason, or NULL */
+        pmqos_client *client; /* the machine's value, and the broker's presence */
+        sd_bus *bus;          /* RequestFor, Update, Cancel: until libpmqos has RequestFor */
+        const char *reason;   /* --reason, or NULL */
+        char error[256];      /* the broker's message for the last failure */
 } standin_backend;
 
 /* A request that constrains nothing yet (an open of the kernel's device adds
  * one at the default value), for the process pid, of which pidfd is a
- * pidfd. 0 and *ret_cookie, or a negative errno (libpmqos's). */
+ * pidfd. 0 and *ret_cookie, or a negative errno (libpmqos's mapping). */
 int standin_backend_open(standin_backend *b, int pidfd, pid_t pid, uint32_t *ret_cookie);
 /* The open's value changed (the broker's value: 0 … 2000000000, or -1). */
 int standin_backend_set(standin_backend *b, uint32_t cookie, int32_t value);
@@ -23,3 +28,5 @@ int standin_backend_set(standin_backend *b, uint32_t cookie, int32_t value);
 int standin_backend_close(standin_backend *b, uint32_t cookie);
 /* What the kernel's device reads now for all holders together. */
 int standin_backend_machine_value(standin_backend *b, int32_t *ret);
+/* Disconnects. */
+void standin_backend_done(standin_backend *b);

@@ -72,9 +72,8 @@ static int standin_readdir(const char *path, void *buf, fuse_fill_dir_t fill, of
 /* The errno an open or write gets when the broker refuses. */
 static int refused(standin *s, pid_t pid, int r) {
         if (!s->said_refused) {
-                const char *why = pmqos_client_last_error(s->backend.client);
                 fprintf(stderr, "pmqosctl run: the broker refused the bound of pid %d: %s\n", (int) pid,
-                        why ? why : strerror(-r));
+                        s->backend.error[0] ? s->backend.error : strerror(-r));
                 s->said_refused = true;
         }
         switch (r) {
@@ -106,6 +105,23 @@ static pid_t thread_group(pid_t tid) {
         return tgid;
 }
 
+/* A request bound to the process whose thread made the current FUSE call.
+ * 0, or the errno for that call. */
+static int request_for_caller(standin *s, uint32_t *ret_cookie, pid_t *ret_pid) {
+        pid_t pid = thread_group(fuse_get_context()->pid);
+        if (pid <= 0)
+                return -ESRCH;
+        int pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0)
+                return -errno;
+        int r = standin_backend_open(&s->backend, pidfd, pid, ret_cookie);
+        close(pidfd);
+        if (r < 0)
+                return refused(s, pid, r);
+        *ret_pid = pid;
+        return 0;
+}
+
 static int standin_open_file(const char *path, struct fuse_file_info *fi) {
         struct fuse_context *ctx = fuse_get_context();
         standin *s = ctx->private_data;
@@ -117,20 +133,14 @@ static int standin_open_file(const char *path, struct fuse_file_info *fi) {
                 return -EACCES; /* another user: not through our authorization */
         if (s->n_opens >= STANDIN_MAX_OPENS)
                 return -EMFILE;
-        pid_t pid = thread_group(ctx->pid);
-        if (pid <= 0)
-                return -ESRCH;
-        int pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
-        if (pidfd < 0)
-                return -errno;
         unsigned slot = 0;
         while (s->opens[slot].used)
                 slot++;
         uint32_t cookie;
-        int r = standin_backend_open(&s->backend, pidfd, pid, &cookie);
-        close(pidfd);
+        pid_t pid;
+        int r = request_for_caller(s, &cookie, &pid);
         if (r < 0)
-                return refused(s, pid, r);
+                return r;
         s->opens[slot] = (standin_open){ .cookie = cookie, .pid = pid, .used = true };
         s->n_opens++;
         fi->fh = slot;
@@ -179,6 +189,14 @@ static int standin_write(const char *path, const char *buf, size_t size, off_t o
         if (r < 0)
                 return r;
         r = standin_backend_set(&s->backend, o->cookie, standin_broker_value(v));
+        if (r == -ENOENT) {
+                /* The opener died (its request with it) while a child it
+                 * forked keeps the descriptor: the writer's own request now. */
+                r = request_for_caller(s, &o->cookie, &o->pid);
+                if (r < 0)
+                        return r;
+                r = standin_backend_set(&s->backend, o->cookie, standin_broker_value(v));
+        }
         if (r < 0)
                 return refused(s, o->pid, r);
         o->written += size;

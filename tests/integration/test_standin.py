@@ -88,6 +88,8 @@ class TestCyclictest(StandinCase):
         [req] = self.requests()
         self.assertEqual(req["value"], 71)
         self.assertIn("cyclictest", req["exec"])
+        self.assertEqual(req["bound_to"], "process")  # RequestFor(pidfd of the opener)
+        self.assertRegex(req["target"], r"^pid \d+ \(.*cyclictest")
         self.assert_persists(lambda: self.kernel.read() == 71, seconds=1.0, what="71 µs while cyclictest runs")
         out, err = proc.communicate(timeout=30)
         self.assertEqual(proc.returncode, 0, err)
@@ -103,6 +105,14 @@ class TestCyclictest(StandinCase):
         out, err = proc.communicate(timeout=30)
         self.assertEqual(proc.returncode, 0, err)
         self.bus_client.call("SetMinimumLatency", "si", "cpu_dma", -1)
+
+    def test_server_killed_the_bound_lasts_as_long_as_the_program(self):
+        proc = self.cyclictest(71, 3)
+        self.assert_eventually(lambda: self.kernel.read() == 71, what="the kernel at 71 µs")
+        os.kill(proc.pid, signal.SIGKILL)  # pmqosctl alone: cyclictest goes on
+        self.assert_persists(lambda: self.kernel.read() == 71, seconds=1.0, what="the bound with the server gone")
+        self.wait_values([], "the request ended with cyclictest")
+        proc.communicate(timeout=30)
 
     def test_kill_session_releases_within_milliseconds(self):
         proc = self.cyclictest(71, 60)
