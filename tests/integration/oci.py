@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 
@@ -19,13 +20,23 @@ CRUN = shutil.which("crun")
 BUSYBOX = "/bin/busybox"
 
 
+def static_binary(path):
+    """False when the ELF file asks for a dynamic loader (a PT_INTERP segment)."""
+    with open(path, "rb") as f:
+        elf = f.read(1 << 16)
+    if elf[:4] != b"\x7fELF" or elf[4] != 2:
+        return None
+    phoff, = struct.unpack_from("<Q", elf, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
+    return all(struct.unpack_from("<I", elf, phoff + i * phentsize)[0] != 3 for i in range(phnum))
+
+
 def missing():
     """Why these tests cannot run here, or None."""
     if not CRUN:
         return "crun is not installed"
-    if not os.path.exists(BUSYBOX) or b"statically linked" not in subprocess.run(
-            ["file", "-L", BUSYBOX], capture_output=True).stdout and not os.path.exists("/bin/busybox"):
-        return "busybox-static is not installed"
+    if not os.path.exists(BUSYBOX) or static_binary(BUSYBOX) is False:
+        return "busybox-static is not installed (%s missing or dynamically linked)" % BUSYBOX
     if not os.path.exists(HOOK):
         return "pmqos-oci-hook is not built (json-c missing?)"
     return None
