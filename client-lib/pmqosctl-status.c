@@ -334,6 +334,8 @@ static int watch(pmqos_client *client, double seconds) {
                 pmqos_explanation_free(prev);
                 prev = e;
                 prev_at = at;
+                /* What came meanwhile (pmqosd's Peer.Ping: do we read?) is answered. */
+                (void) pmqos_client_process(client);
                 struct timespec ts = { .tv_sec = (time_t) seconds,
                                        .tv_nsec = (long) ((seconds - (double) (time_t) seconds) * 1e9) };
                 if (sigtimedwait(&stop, NULL, &ts) >= 0)

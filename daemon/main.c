@@ -111,6 +111,9 @@ static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **r
                 r = sd_bus_add_filter(bus, NULL, bus_native_properties_filter, m);
         if (r >= 0)
                 r = sd_bus_add_filter(bus, NULL, bus_upower_old_cancel_filter, m);
+        /* Last added, first run: every call is counted before anything answers it. */
+        if (r >= 0)
+                r = budget_new(&m->budget, bus, &m->clients, &m->calls, &m->limits, &m->core);
         if (r < 0) {
                 log_error_errno(r, "Cannot export the D-Bus objects: %m");
                 return r;

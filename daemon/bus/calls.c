@@ -154,6 +154,10 @@ void calls_done(Calls *calls) {
         hashmap_clear(&calls->by_uid);
 }
 
+bool calls_has(const Calls *calls, sd_bus_message *message) {
+        return hashmap_get(&calls->by_message, message) != NULL;
+}
+
 int call_know_caller(Calls *calls, sd_bus_message *message, Client **ret, sd_bus_error *error) {
         PendingCall *pc = hashmap_get(&calls->by_message, message);
         Client *c;

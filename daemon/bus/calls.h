@@ -29,6 +29,9 @@ void calls_init(Calls *calls, Clients *clients, Auth *auth, const Limits *limits
 void calls_done(Calls *calls);
 void calls_attach_bus(Calls *calls, sd_bus *bus);
 
+/* Whether message is a call in progress here: one that runs again. */
+bool calls_has(const Calls *calls, sd_bus_message *message);
+
 /* Who sent message. 1: known, *ret set; 0: asked of the bus, message comes
  * back once it answered; negative: refused, *error set (LimitsExceeded). */
 int call_know_caller(Calls *calls, sd_bus_message *message, Client **ret, sd_bus_error *error);

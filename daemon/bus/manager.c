@@ -118,6 +118,7 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         /* Calls first (they point at clients and polkit queries), then the
          * features, then the requests, then the clients that owned them. */
+        m->budget = budget_free(m->budget); /* counts calls and clients by name only */
         if (m->auth)
                 calls_done(&m->calls);
         explainer_done(&m->explainer);

@@ -12,6 +12,7 @@
 
 #include "bus/auth.h"
 #include "bus/battery.h"
+#include "bus/budget.h"
 #include "bus/calls.h"
 #include "bus/client.h"
 #include "bus/explain.h"
@@ -40,6 +41,7 @@ typedef struct Manager {
         Limits limits;
         Publisher pub;
         Explainer explainer;
+        Budget *budget; /* what each caller may make pmqosd send */
         Battery battery;
         UnitRules rules;
 } Manager;

@@ -45,6 +45,10 @@ static const NumberKey number_keys[] = {
         COUNT_KEY("MaxPolkitChecksInFlight", max_polkit_in_flight, CONFIG_SET_MAX_POLKIT_IN_FLIGHT, 100),
         COUNT_KEY("MaxClients", max_clients, CONFIG_SET_MAX_CLIENTS, 1000000),
         COUNT_KEY("MaxHeldRequests", max_held, CONFIG_SET_MAX_HELD, 65536),
+        COUNT_KEY("MaxCallsPerSecondPerUser", max_calls_per_sec_per_uid, CONFIG_SET_MAX_CALLS_PER_SEC, 1000000),
+        COUNT_KEY("MaxUnreadBytesPerConnection", max_unread_bytes_per_connection, CONFIG_SET_MAX_UNREAD_PER_CONNECTION,
+                  1073741824),
+        COUNT_KEY("MaxUnreadBytesPerUser", max_unread_bytes_per_uid, CONFIG_SET_MAX_UNREAD_PER_UID, 1073741824),
 };
 
 static int parse_number(const char *s, long long min, long long max, long long *ret) {
@@ -134,6 +138,7 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                                  "%s:%u: %s: unknown key (known: MaxRequestsPerConnection, MaxRequestsPerUser, "
                                  "MaxTimeoutSec, MaxUnprivilegedTimeoutSec, MaxPendingPerConnection, "
                                  "MaxPendingPerUser, MaxPending, MaxPolkitChecksInFlight, MaxClients, MaxHeldRequests, "
+                                 "MaxCallsPerSecondPerUser, MaxUnreadBytesPerConnection, MaxUnreadBytesPerUser, "
                                  "DefaultMinimumLatency, OnBatteryMinimumLatency, StateDirectory)",
                                  path, lineno, key);
                         r = -EINVAL;

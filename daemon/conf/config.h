@@ -26,19 +26,29 @@ typedef struct Limits {
         unsigned max_polkit_in_flight;         /* MaxPolkitChecksInFlight: checks polkitd has at once */
         unsigned max_clients;                  /* MaxClients: connections tracked at once */
         unsigned max_held; /* MaxHeldRequests: requests held by a descriptor, process or cgroup (one fd each) */
+        unsigned max_calls_per_sec_per_uid;       /* MaxCallsPerSecondPerUser (bus/budget.h) */
+        unsigned max_unread_bytes_per_connection; /* MaxUnreadBytesPerConnection: sent, not shown read */
+        unsigned max_unread_bytes_per_uid;        /* MaxUnreadBytesPerUser */
 } Limits;
 
-#define LIMITS_DEFAULT                                                                         \
-        ((Limits){ .max_per_connection = PMQOS_DEFAULT_MAX_PER_CONNECTION,                     \
-                   .max_per_uid = PMQOS_DEFAULT_MAX_PER_UID,                                   \
-                   .max_timeout_sec = PMQOS_DEFAULT_MAX_TIMEOUT_SEC,                           \
-                   .max_unprivileged_timeout_sec = PMQOS_DEFAULT_MAX_UNPRIVILEGED_TIMEOUT_SEC, \
-                   .max_pending_per_connection = PMQOS_DEFAULT_MAX_PENDING_PER_CONNECTION,     \
-                   .max_pending_per_uid = PMQOS_DEFAULT_MAX_PENDING_PER_UID,                   \
-                   .max_pending = PMQOS_DEFAULT_MAX_PENDING,                                   \
-                   .max_polkit_in_flight = PMQOS_DEFAULT_MAX_POLKIT_IN_FLIGHT,                 \
-                   .max_clients = PMQOS_DEFAULT_MAX_CLIENTS,                                   \
-                   .max_held = PMQOS_DEFAULT_MAX_HELD })
+#define LIMITS_DEFAULT_CALLS_PER_SEC_PER_UID 500u
+#define LIMITS_DEFAULT_UNREAD_BYTES_PER_CONNECTION (1024u * 1024u)
+#define LIMITS_DEFAULT_UNREAD_BYTES_PER_UID (2u * 1024u * 1024u)
+
+#define LIMITS_DEFAULT                                                                            \
+        ((Limits){ .max_per_connection = PMQOS_DEFAULT_MAX_PER_CONNECTION,                        \
+                   .max_per_uid = PMQOS_DEFAULT_MAX_PER_UID,                                      \
+                   .max_timeout_sec = PMQOS_DEFAULT_MAX_TIMEOUT_SEC,                              \
+                   .max_unprivileged_timeout_sec = PMQOS_DEFAULT_MAX_UNPRIVILEGED_TIMEOUT_SEC,    \
+                   .max_pending_per_connection = PMQOS_DEFAULT_MAX_PENDING_PER_CONNECTION,        \
+                   .max_pending_per_uid = PMQOS_DEFAULT_MAX_PENDING_PER_UID,                      \
+                   .max_pending = PMQOS_DEFAULT_MAX_PENDING,                                      \
+                   .max_polkit_in_flight = PMQOS_DEFAULT_MAX_POLKIT_IN_FLIGHT,                    \
+                   .max_clients = PMQOS_DEFAULT_MAX_CLIENTS,                                      \
+                   .max_held = PMQOS_DEFAULT_MAX_HELD,                                            \
+                   .max_calls_per_sec_per_uid = LIMITS_DEFAULT_CALLS_PER_SEC_PER_UID,             \
+                   .max_unread_bytes_per_connection = LIMITS_DEFAULT_UNREAD_BYTES_PER_CONNECTION, \
+                   .max_unread_bytes_per_uid = LIMITS_DEFAULT_UNREAD_BYTES_PER_UID })
 
 /* dbus-daemon lets one connection wait for 128 replies at most, pmqosd's
  * own connection to polkitd included: stay well below. */
@@ -66,6 +76,9 @@ enum {
         CONFIG_SET_MAX_CLIENTS = 1 << 10,
         CONFIG_SET_BATTERY_FLOOR = 1 << 11,
         CONFIG_SET_MAX_HELD = 1 << 12,
+        CONFIG_SET_MAX_CALLS_PER_SEC = 1 << 13,
+        CONFIG_SET_MAX_UNREAD_PER_CONNECTION = 1 << 14,
+        CONFIG_SET_MAX_UNREAD_PER_UID = 1 << 15,
 };
 
 void config_done(Config *c);

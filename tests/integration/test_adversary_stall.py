@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Readers that never read: a raw client as nobody sends calls to pmqosd and
+never reads its socket, so every reply waits in the bus for it. Whatever it
+does, root and another user are answered within a second throughout, and
+pmqosd keeps what waits for the attacker in the bus bounded."""
+
+import json
+import os
+import pwd
+import select
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+from contract import LIMITS, NATIVE_IFACE, PEER
+from fixtures import NOBODY, TIME_SCALE, BrokerTestCase, main
+
+NONREADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nonreader.py")
+HONEST_UID = pwd.getpwnam("daemon").pw_uid  # any user but the attacker's
+# Honest callers are answered within this (the issue's bound), scaled for checkers.
+HONEST_BOUND = 1.0 * TIME_SCALE
+
+
+class NonReader:
+    """tests/integration/nonreader.py as uid, until closed."""
+
+    def __init__(self, bus, uid, connections, rate, methods):
+        script = shutil.copy(NONREADER, bus.dir)
+        cmd = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups", sys.executable, script,
+               "--connections", str(connections), "--rate", str(rate), "--methods", methods]
+        self.proc = subprocess.Popen(cmd, env=bus.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            raise AssertionError("the non-reader did not connect: %r" % self.proc.poll())
+        self.last = json.loads(line)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.last = json.loads(line)
+
+    def progress(self):
+        """Its latest report: calls sent, and calls it held back because the bus stopped reading it."""
+        return self.last
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.reader.join(5)
+
+
+class StallTestCase(BrokerTestCase):
+    def nonreader(self, connections=1, rate=1000, methods="Introspect,Explain"):
+        _ = self.daemon  # the class's, started before the attack
+        n = NonReader(self.bus, NOBODY, connections, rate, methods)
+        self.addCleanup(n.close)
+        return n
+
+    def honest_latencies(self, seconds, attacker):
+        """Root (in this process) and HONEST_UID (its own process) ask
+        GetLatency every 100 ms for seconds; the slowest answer of each."""
+        root = self.client()
+        cookie = root.request(700)
+        other = self.peer(uid=HONEST_UID)
+        worst = {"root": 0.0, "other": 0.0}
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            t = time.monotonic()
+            try:
+                root.call("GetLatency", "s", "cpu_dma", timeout=int(5000 * TIME_SCALE))
+                took = time.monotonic() - t
+            except Exception:
+                took = 5.0 * TIME_SCALE  # no answer at all
+            worst["root"] = max(worst["root"], took)
+            t = time.monotonic()
+            answer = other.call("GetLatency", "s", "cpu_dma")
+            took = time.monotonic() - t if answer[0] == "ok" else 60.0  # its 60 s timeout, or refused
+            worst["other"] = max(worst["other"], took)
+            time.sleep(0.1)
+        sys.stderr.write("honest worst answer: root %.3f s, uid %d %.3f s; attacker %r\n"
+                         % (worst["root"], HONEST_UID, worst["other"], attacker.progress()))
+        self.assertIn(cookie, [r[0] for r in root.requests()])
+        self.assertIsNone(self.daemon.proc.poll(), "pmqosd died:\n" + self.daemon.output())
+        return worst
+
+    def assertAnsweredThroughout(self, worst):
+        self.assertLess(worst["root"], HONEST_BOUND, "root waited %.2f s for GetLatency" % worst["root"])
+        self.assertLess(worst["other"], HONEST_BOUND, "uid %d waited %.2f s" % (HONEST_UID, worst["other"]))
+
+
+class TestNonReader(StallTestCase):
+    """The audit's reproducer: Introspect and Explain about once a
+    millisecond, nothing ever read (here 3 a millisecond: 2 CPUs make Explain
+    small). It stalled pmqosd for everyone on dbus-daemon after ~20 s (the bus charged the queued replies to pmqosd
+    and stopped reading it)."""
+
+    def test_few_connections(self):
+        """Four connections: the bus's bound on pmqosd's queued messages
+        (127 MiB) comes before any one receiver's."""
+        attacker = self.nonreader(connections=4, rate=3000, methods="Introspect,Explain")
+        self.assertAnsweredThroughout(self.honest_latencies(35, attacker))
+
+    def test_many_connections_every_method(self):
+        """Any number of non-reading connections of one user, every method
+        an unprivileged caller can reach, sd-bus's built-ins included."""
+        attacker = self.nonreader(
+            connections=64, rate=3000,
+            methods="Introspect,Explain,Introspect,Explain,GetAll,ListRequests,GetLatencyRequests,Ping")
+        self.assertAnsweredThroughout(self.honest_latencies(45, attacker))
+
+    def test_reader_of_same_user_served_after(self):
+        """A connection that stops reading is dropped from service, not the
+        machine: once the attacker left, its user is served again."""
+        attacker = self.nonreader(connections=4, rate=1000, methods="Introspect,Explain")
+        time.sleep(5)
+        attacker.close()
+        mine = self.peer(uid=NOBODY)
+        deadline = time.monotonic() + 10 * TIME_SCALE
+        while True:
+            answer = mine.call("Explain", "", iface=NATIVE_IFACE)
+            if answer[0] == "ok" or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertEqual(answer[0], "ok", answer)
+
+
+class TestReaders(StallTestCase):
+    """The budget never stands in the way of a client that reads."""
+
+    def test_reader_past_the_bound_is_served(self):
+        """A reader of nobody sent far more than MaxUnreadBytesPerConnection
+        answers pmqosd's Peer.Ping as it reads, and every call is answered."""
+        path = os.path.join(self.bus.dir, "small-budget.conf")
+        with open(path, "w") as f:
+            f.write("[pmqosd]\nMaxUnreadBytesPerConnection=32768\nMaxUnreadBytesPerUser=65536\n")
+        self.start_daemon(("--config", path))
+        reader = self.peer(uid=NOBODY)
+        answers = [reader.call("Explain", "", iface=NATIVE_IFACE)[0] for _ in range(60)]  # ~6 KiB each counted
+        self.assertEqual(answers.count("ok"), 60, answers)
+
+    def test_calls_per_second(self):
+        """Past MaxCallsPerSecondPerUser a reader gets LimitsExceeded, and
+        another user is not slowed."""
+        flooder = self.peer(uid=NOBODY)
+        answers = flooder.burst(1500, "Ping", "", iface=PEER)
+        refused = [a for a in answers if a[0] == "error"]
+        self.assertTrue(refused, "1500 calls at once all answered")
+        self.assertEqual({a[1] for a in refused}, {LIMITS})
+        other = self.peer(uid=HONEST_UID)
+        t = time.monotonic()
+        self.assertEqual(other.call("GetLatency", "s", "cpu_dma")[0], "ok")
+        self.assertLess(time.monotonic() - t, HONEST_BOUND)
+
+
+if __name__ == "__main__":
+    main()
