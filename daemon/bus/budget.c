@@ -291,11 +291,19 @@ static int budget_filter(sd_bus_message *m, void *userdata, sd_bus_error *error)
         if (u && u->uid == 0)
                 return 0;
         const Limits *l = b->limits;
+        /* A call flagged no-reply-expected is answered with nothing. */
+        bool no_reply = sd_bus_message_get_expect_reply(m) == 0;
         if (cb->unread >= l->max_unread_bytes_per_connection || (u && u->unread >= l->max_unread_bytes_per_uid))
-                return hold(b, cb, m);
-        uint64_t bytes = budget_estimate(b->core, sd_bus_message_get_interface(m), sd_bus_message_get_member(m));
-        bool ok = u ? take_tokens(b, u, 1.0 + (double) (bytes / TOKEN_BYTES)) : cb->n_unknown++ < BUDGET_CALLS_UNKNOWN;
+                return no_reply ? 1 : hold(b, cb, m);
+        const char *interface = sd_bus_message_get_interface(m);
+        uint64_t bytes = no_reply ? 0 : budget_estimate(b->core, interface, sd_bus_message_get_member(m));
+        /* Peer's calls cost sd-bus next to nothing, and a client's Ping says it reads. */
+        bool ok = !u ? cb->n_unknown++ < BUDGET_CALLS_UNKNOWN
+                     : (interface && strcmp(interface, "org.freedesktop.DBus.Peer") == 0) ||
+                                  take_tokens(b, u, 1.0 + (double) (bytes / TOKEN_BYTES));
         if (!ok) {
+                if (no_reply)
+                        return 1;
                 charge(cb, 512);
                 if (!u)
                         return sd_bus_error_set(error, SD_BUS_ERROR_LIMITS_EXCEEDED,

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from contract import LIMITS, NATIVE_IFACE, PEER
+from contract import LIMITS, NATIVE_IFACE, PROPS
 from fixtures import NOBODY, TIME_SCALE, BrokerTestCase, main
 
 NONREADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nonreader.py")
@@ -151,7 +151,7 @@ class TestReaders(StallTestCase):
         """Past MaxCallsPerSecondPerUser a reader gets LimitsExceeded, and
         another user is not slowed."""
         flooder = self.peer(uid=NOBODY)
-        answers = flooder.burst(1500, "Ping", "", iface=PEER)
+        answers = flooder.burst(1500, "Get", "ss", NATIVE_IFACE, "EffectiveLatency", iface=PROPS)
         refused = [a for a in answers if a[0] == "error"]
         self.assertTrue(refused, "1500 calls at once all answered")
         self.assertEqual({a[1] for a in refused}, {LIMITS})
