@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/log.h"
 
@@ -25,7 +26,8 @@ typedef struct PendingCall {
         Client *client;
         ClientWaiter waiter; /* every call of a connection: its per-connection count */
         CallState state;
-        bool for_auth; /* the answer is polkit's (else the bus's) */
+        bool for_auth;      /* the answer is polkit's (else the bus's) */
+        const char *action; /* what polkit was asked (an ACTION_* constant) */
         AuthResult result;
         AuthQuery *query;
         bool charged;           /* counted for the user and the daemon */
@@ -237,6 +239,19 @@ static int make_room(Calls *calls, Client *c, bool interactive, UidCalls *u, sd_
         return 0;
 }
 
+/* Hands pc's question to polkit; the message comes back with the answer. */
+static int ask(Calls *calls, PendingCall *pc, Client *c, const char *action, bool interactive, sd_bus_error *error) {
+        pc->action = action;
+        pc->state = CALL_WAIT_AUTH;
+        int r = auth_check(calls->auth, c->uid, c->name, action, interactive, on_auth_result, pc, &pc->query);
+        if (r < 0) {
+                log_caller_warning_errno(r, "Cannot check authorization of %s for %s: %m", c->name, action);
+                pending_free(pc);
+                return auth_answer(AUTH_DENIED, error);
+        }
+        return 0;
+}
+
 int call_authorize(Calls *calls, sd_bus_message *message, Client *c, const char *action, sd_bus_error *error) {
         PendingCall *pc = hashmap_get(&calls->by_message, message);
         int r;
@@ -245,11 +260,20 @@ int call_authorize(Calls *calls, sd_bus_message *message, Client *c, const char 
                 return 1;
         if (!pc) /* call_know_caller() was not asked first */
                 return -EINVAL;
-        if (pc->for_auth)
-                /* Answered: the message came back. The record stays until the run ends. */
-                return pc->state == CALL_ANSWERED ? auth_answer(pc->result, error) : 0;
-
         bool interactive = sd_bus_message_get_allow_interactive_authorization(message) > 0;
+        if (pc->for_auth) {
+                /* Answered: the message came back. The record stays until the run ends. */
+                if (pc->state != CALL_ANSWERED)
+                        return 0;
+                if (strcmp(pc->action, action) == 0)
+                        return auth_answer(pc->result, error);
+                /* The call needs another action than polkit answered for (a
+                 * reload changed MaxUnprivilegedTimeoutSec meanwhile): that
+                 * answer is stale, polkit is asked again. Still counted. */
+                log_debug("%s now needs %s, not %s: asking polkit again.", c->name, action, pc->action);
+                return ask(calls, pc, c, action, interactive, error);
+        }
+
         UidCalls *u = uid_calls(calls, c->uid, true);
         if (!u)
                 return -ENOMEM;
@@ -260,20 +284,12 @@ int call_authorize(Calls *calls, sd_bus_message *message, Client *c, const char 
         }
         /* The run's record becomes the wait for polkit. */
         pc->for_auth = true;
-        pc->state = CALL_WAIT_AUTH;
         pc->charged = true;
         u->n++;
         calls->n_charged++;
         if (interactive)
                 u->interactive = pc->holds_interactive = true;
-
-        r = auth_check(calls->auth, c->uid, c->name, action, interactive, on_auth_result, pc, &pc->query);
-        if (r < 0) {
-                log_caller_warning_errno(r, "Cannot check authorization of %s for %s: %m", c->name, action);
-                pending_free(pc);
-                return auth_answer(AUTH_DENIED, error);
-        }
-        return 0;
+        return ask(calls, pc, c, action, interactive, error);
 }
 
 void call_scope_done(CallScope *scope) {

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import unittest
 
-from contract import ACTION_REQUEST, ACTION_SET_MINIMUM, POLICY_FILE, RULES_FILE
+from contract import ACTION_REQUEST, ACTION_REQUEST_PERSISTENT, ACTION_SET_MINIMUM, POLICY_FILE, RULES_FILE
 
 SOURCE_ROOT = os.environ.get(
     "PMQOS_SOURCE_ROOT", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -114,6 +114,7 @@ POLKIT_USERS = {
     "floor": "pmqos-t-floor",    # a test rule grants it the floor
     "slow": "pmqos-t-slow",      # a test rule answers AUTH_ADMIN for it
     "once": "pmqos-t-once",      # a test rule grants it the floor once, slowly
+    "stale": "pmqos-t-stale",    # a test rule grants it request-latency in 2 s, never the persistent one
 }
 TEST_RULES = """// Installed by pmqos's test suite for one run, removed after.
 var pmqosOnceChecks = 0;
@@ -130,8 +131,16 @@ polkit.addRule(function(action, subject) {
     }
     if (subject.user == "%(slow)s" && action.id == "%(request)s")
         return polkit.Result.AUTH_ADMIN;
+    // Time for the daemon's configuration to change while polkit decides.
+    if (subject.user == "%(stale)s" && action.id == "%(request)s") {
+        polkit.spawn(["/bin/sleep", "2"]);
+        return polkit.Result.YES;
+    }
+    if (subject.user == "%(stale)s" && action.id == "%(request_persistent)s")
+        return polkit.Result.NO;
 });
-""" % dict(POLKIT_USERS, set_minimum=ACTION_SET_MINIMUM, request=ACTION_REQUEST)
+""" % dict(POLKIT_USERS, set_minimum=ACTION_SET_MINIMUM, request=ACTION_REQUEST,
+           request_persistent=ACTION_REQUEST_PERSISTENT)
 
 created_group = False
 created_users = list(POLKIT_USERS.values())
