@@ -7,21 +7,29 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <systemd/sd-journal.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/text.h"
 #include "model/validate.h"
 
 static int journal = -1;
-static struct {
+typedef struct Bucket {
         double tokens;
         uint64_t last_usec; /* CLOCK_MONOTONIC */
         unsigned long suppressed;
         bool started;
-} bucket;
+        uint32_t uid;
+} Bucket;
+/* The effective value's entries share one; each user's changes have their
+ * own (a few users at once; a new one takes the fullest slot, as good as
+ * new). Root's changes and floors are never left out. */
+static Bucket shared;
+static Bucket users[AUDIT_USER_SLOTS];
 
 bool audit_to_journal(void) {
         if (journal < 0) {
@@ -36,12 +44,14 @@ bool audit_to_journal(void) {
 
 void audit_reset(void) {
         journal = -1;
-        bucket.started = false;
-        bucket.suppressed = 0;
+        shared = (Bucket){};
+        memset(users, 0, sizeof(users));
 }
 
 void audit_age(unsigned sec) {
-        bucket.last_usec -= (uint64_t) sec * 1000000u;
+        shared.last_usec -= (uint64_t) sec * 1000000u;
+        for (size_t i = 0; i < AUDIT_USER_SLOTS; i++)
+                users[i].last_usec -= (uint64_t) sec * 1000000u;
 }
 
 /* The coarse clock (a tick, some ms) is plenty for a refill of one token in
@@ -52,26 +62,53 @@ static uint64_t now_usec(void) {
         return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
 }
 
-/* Whether an entry may be made now; *ret_suppressed: how many were not, since the last one. */
-static bool take_token(unsigned long *ret_suppressed) {
-        uint64_t now = now_usec();
-        if (!bucket.started) {
-                bucket.tokens = AUDIT_BURST;
-                bucket.last_usec = now;
-                bucket.started = true;
+static void refill(Bucket *b, uint64_t now) {
+        if (!b->started) {
+                b->tokens = AUDIT_BURST;
+                b->last_usec = now;
+                b->started = true;
         }
-        bucket.tokens += (double) (now - bucket.last_usec) / (AUDIT_REFILL_SEC * 1e6);
-        if (bucket.tokens > AUDIT_BURST)
-                bucket.tokens = AUDIT_BURST;
-        bucket.last_usec = now;
-        if (bucket.tokens < 1) {
-                bucket.suppressed++;
+        b->tokens += (double) (now - b->last_usec) / (AUDIT_REFILL_SEC * 1e6);
+        if (b->tokens > AUDIT_BURST)
+                b->tokens = AUDIT_BURST;
+        b->last_usec = now;
+}
+
+/* The bucket of uid's entries; NULL for root's, never limited. */
+static Bucket *user_bucket(uid_t uid, uint64_t now) {
+        if (uid == 0)
+                return NULL;
+        Bucket *fullest = &users[0];
+        for (size_t i = 0; i < AUDIT_USER_SLOTS; i++) {
+                if (users[i].started && users[i].uid == (uint32_t) uid)
+                        return &users[i];
+                refill(&users[i], now);
+                if (users[i].tokens > fullest->tokens)
+                        fullest = &users[i];
+        }
+        *fullest = (Bucket){ .uid = (uint32_t) uid };
+        return fullest;
+}
+
+/* Whether an entry may be made now (b NULL: always); *ret_suppressed: how
+ * many of b's were not, since its last one. */
+static bool take_token(Bucket *b, unsigned long *ret_suppressed) {
+        *ret_suppressed = 0;
+        if (!b)
+                return true;
+        refill(b, now_usec());
+        if (b->tokens < 1) {
+                b->suppressed++;
                 return false;
         }
-        bucket.tokens -= 1;
-        *ret_suppressed = bucket.suppressed;
-        bucket.suppressed = 0;
+        b->tokens -= 1;
+        *ret_suppressed = b->suppressed;
+        b->suppressed = 0;
         return true;
+}
+
+static bool take_user_token(uid_t uid, unsigned long *ret_suppressed) {
+        return take_token(user_bucket(uid, now_usec()), ret_suppressed);
 }
 
 static const char *usec_text(int32_t v, char buf[static 24]) {
@@ -112,19 +149,24 @@ static void who(const Request *r, char *buf, size_t size) {
 
 void audit_request_added(const Request *r) {
         unsigned long suppressed;
-        if (!take_token(&suppressed))
+        if (!take_user_token(r->uid, &suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
-        char w[PMQOS_EXEC_MAX + 64], v[24], msg[PMQOS_EXEC_MAX + PMQOS_REASON_MAX + 160];
+        char w[PMQOS_EXEC_MAX + 64], v[24], msg[PMQOS_EXEC_MAX + 4 * PMQOS_REASON_MAX + 160];
         who(r, w, sizeof(w));
+        /* The caller's words: no newline or escape sequence reaches the log
+         * line (the journal's REASON= field keeps them as they are). */
+        const char *raw = request_reason(r);
+        char *reason = text_clean(raw, strlen(raw), 4 * PMQOS_REASON_MAX);
         snprintf(msg, sizeof(msg), "New %s: %s%s%s%s%s%s.", w, usec_text(r->value, v),
                  r->type == QOS_TYPE_CPU_WAKEUP ? " of cpu_wakeup" : "", r->n_cpus ? " on some CPUs" : "",
-                 r->persistent ? ", persistent" : "", request_reason(r)[0] ? ", reason: " : "", request_reason(r));
+                 r->persistent ? ", persistent" : "", raw[0] ? ", reason: " : "", reason ? reason : "?");
+        free(reason);
         entry(AUDIT_ID_REQUEST_ADDED, r, PMQOS_LATENCY_NONE, r->value, r->uid, msg, suppressed);
 }
 
 void audit_request_changed(const Request *r, int32_t old, uid_t by_uid) {
         unsigned long suppressed;
-        if (!take_token(&suppressed))
+        if (!take_user_token(by_uid, &suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
         char w[PMQOS_EXEC_MAX + 64], a[24], b[24], msg[PMQOS_EXEC_MAX + 160];
         who(r, w, sizeof(w));
@@ -135,7 +177,7 @@ void audit_request_changed(const Request *r, int32_t old, uid_t by_uid) {
 
 void audit_request_ended(const Request *r, int32_t value, AuditEnd how, uid_t by_uid) {
         unsigned long suppressed;
-        if (!take_token(&suppressed))
+        if (!take_user_token(how == AUDIT_END_CANCELLED ? by_uid : r->uid, &suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
         char w[PMQOS_EXEC_MAX + 64], v[24], why[48], msg[PMQOS_EXEC_MAX + 160];
         who(r, w, sizeof(w));
@@ -153,8 +195,7 @@ void audit_request_ended(const Request *r, int32_t value, AuditEnd how, uid_t by
 
 void audit_floor_changed(int32_t old, int32_t new, const char *what) {
         unsigned long suppressed;
-        if (!take_token(&suppressed))
-                return; /* before any formatting: a flood costs next to nothing */
+        (void) take_token(NULL, &suppressed); /* the administrator's: never left out */
         char a[24], b[24], msg[256];
         snprintf(msg, sizeof(msg), "The floor went from %s to %s: %s.", usec_text(old, a), usec_text(new, b), what);
         entry(AUDIT_ID_FLOOR_CHANGED, NULL, old, new, 0, msg, suppressed);
@@ -162,7 +203,7 @@ void audit_floor_changed(int32_t old, int32_t new, const char *what) {
 
 void audit_latency_changed(QosType type, int32_t old, int32_t new) {
         unsigned long suppressed;
-        if (!take_token(&suppressed))
+        if (!take_token(&shared, &suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
         char a[24], b[24], msg[128];
         snprintf(msg, sizeof(msg), "The effective %slatency bound went from %s to %s.",

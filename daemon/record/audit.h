@@ -27,6 +27,9 @@
  * CLOCK_MONOTONIC when an entry is made: no timer. */
 #define AUDIT_BURST 200u
 #define AUDIT_REFILL_SEC 10u
+/* The budget is per user (root's changes and floors are never left out):
+ * one user's churn never hides another's. Users at once with a budget. */
+#define AUDIT_USER_SLOTS 32u
 
 typedef enum AuditEnd {
         AUDIT_END_CANCELLED,

@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Log lines that cannot lie: a caller's text never makes a line of its own
+or a terminal escape in pmqosd's log, and one user's churn never hides
+another's changes, nor the administrator's, from the audit trail."""
+
+import pwd
+import unittest
+
+from gi.repository import GLib
+
+from contract import NATIVE_IFACE
+from fixtures import main
+from hostenv import POLKIT_USERS
+from adversary import AdversaryTestCase, polkit_ready, set_up_module, tear_down_module
+
+setUpModule = set_up_module
+tearDownModule = tear_down_module
+
+FORGED = "New request 1 of uid 0 pid 1 (/sbin/init): 0 µs"
+
+
+class TestForgedLines(AdversaryTestCase):
+    def test_newline_and_escape_in_reason(self):
+        """A newline in a reason used to forge a whole entry; escape
+        sequences reached the terminal or the journal as they were."""
+        c = self.client()
+        reason = "ok\n" + FORGED + ".\x1b[2J\x1b]0;owned\x07"
+        c.call("Request", "sia{sv}", "cpu_dma", 650, {"reason": GLib.Variant("s", reason)}, iface=NATIVE_IFACE)
+        out = self.daemon.output()
+        lines = out.splitlines()
+        self.assertFalse([line for line in lines if line.startswith(("pmqosd: " + FORGED, FORGED))], out)
+        self.assertFalse(any("\x1b" in line or "\x07" in line for line in lines), out)
+        self.assertTrue(any("reason: ok\\x0a" + FORGED in line for line in lines), out)
+        self.assertIntact(expected_latency=650)
+
+
+@unittest.skipUnless(polkit_ready, "needs root and polkitd")
+class TestAuditBudget(AdversaryTestCase):
+    with_polkit = True
+
+    def test_one_users_churn_hides_nothing_of_others(self):
+        """One user's Request/Cancel churn used up the one audit budget:
+        root's "floor set to 0 µs" was then never recorded."""
+        u = pwd.getpwnam(POLKIT_USERS["member"])
+        churner = self.peer(uid=u.pw_uid, gid=u.pw_gid)
+        for i in range(150):  # 300 entries, past the 200 of a burst
+            r = churner.call("RequestLatency", "sib", "cpu_dma", 900 + i, False)
+            self.assertEqual(r[0], "ok", r)
+            self.assertEqual(churner.call("CancelRequest", "u", r[1][0])[0], "ok")
+        root = self.client()
+        root.call("SetMinimumLatency", "si", "cpu_dma", 0)
+        cookie = root.request(640)
+        out = self.daemon.output()
+        self.assertIn("The floor went from none to 0 µs", out)
+        self.assertIn("New request %d of uid 0" % cookie, out)
+        root.call("SetMinimumLatency", "si", "cpu_dma", -1)
+        self.assertIntact(expected_latency=640)
+
+
+if __name__ == "__main__":
+    main()
