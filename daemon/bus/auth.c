@@ -24,6 +24,7 @@
 
 #include "util/hashmap.h"
 #include "util/log.h"
+#include "util/text.h"
 
 static AuthQuery *query_free(AuthQuery *q) {
         if (q) {
@@ -171,8 +172,33 @@ static int on_results(sd_event_source *s, int fd, uint32_t revents, void *userda
         return 0;
 }
 
+/* What GLib and libpolkit log (a caller that left before polkitd looked at
+ * it makes one warning each) takes pmqosd's limit for lines callers can
+ * cause, escaped like every caller's text. */
+static GLogWriterOutput glib_writer(GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer data) {
+        (void) data;
+        for (gsize i = 0; i < n_fields; i++) {
+                if (strcmp(fields[i].key, "MESSAGE") != 0)
+                        continue;
+                size_t len = fields[i].length < 0 ? strlen(fields[i].value) : (size_t) fields[i].length;
+                char *text = text_clean(fields[i].value, len, 1024);
+                if (level & (G_LOG_LEVEL_DEBUG | G_LOG_LEVEL_INFO))
+                        log_debug("GLib: %s", text ? text : "?");
+                else
+                        log_caller_warning("GLib: %s", text ? text : "?");
+                free(text);
+        }
+        return G_LOG_WRITER_HANDLED;
+}
+
 int auth_new(Auth **ret, sd_event *event, unsigned max_in_flight) {
+        static bool writer_set;
         int r;
+
+        if (!writer_set) {
+                g_log_set_writer_func(glib_writer, NULL, NULL);
+                writer_set = true;
+        }
 
         Auth *a = calloc(1, sizeof(Auth));
         if (!a)

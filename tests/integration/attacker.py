@@ -10,6 +10,8 @@ test lets them go):
                        prints how each was answered within --wait seconds
   connections N        opens N connections, each making one mutating call
                        (CancelRequest of an unknown cookie); prints the answers
+  cycles N             N times: connects, sends SetMinimumLatency, leaves
+                       without waiting for the answer
   flood N              sends N SetMinimumLatency calls flagged
                        no-reply-expected as fast as it can, then one Ping
   pipeline N           sends N RequestLatency calls at once on one
@@ -142,9 +144,21 @@ def pipeline(n, wait):
     return collect([conn], calls, wait), [conn]
 
 
+def cycles(n):
+    """n times: connect, send a SetMinimumLatency (pmqosd asks polkit), leave at once."""
+    for _ in range(n):
+        conn = connect()
+        msg = Gio.DBusMessage.new_method_call(BUS_NAME, PATH, QOS, "SetMinimumLatency")
+        msg.set_body(GLib.Variant("(si)", ("cpu_dma", 9)))
+        conn.send_message(msg, Gio.DBusSendMessageFlags.NONE)
+        conn.flush_sync(None)
+        conn.close_sync(None)
+    return {"cycles": n}, []
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["agent-flood", "connections", "flood", "pipeline"])
+    ap.add_argument("what", choices=["agent-flood", "connections", "cycles", "flood", "pipeline"])
     ap.add_argument("n", type=int)
     ap.add_argument("--wait", type=float, default=5.0)
     args = ap.parse_args()
@@ -152,6 +166,8 @@ def main():
         out, keep = agent_flood(args.n, args.wait)
     elif args.what == "connections":
         out, keep = many_connections(args.n)
+    elif args.what == "cycles":
+        out, keep = cycles(args.n)
     elif args.what == "flood":
         out, keep = flood(args.n)
     else:

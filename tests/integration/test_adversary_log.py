@@ -4,12 +4,14 @@ or a terminal escape in pmqosd's log, and one user's churn never hides
 another's changes, nor the administrator's, from the audit trail."""
 
 import pwd
+import re
+import time
 import unittest
 
 from gi.repository import GLib
 
 from contract import NATIVE_IFACE
-from fixtures import main
+from fixtures import NOBODY, main
 from hostenv import POLKIT_USERS
 from adversary import AdversaryTestCase, polkit_ready, set_up_module, tear_down_module
 
@@ -55,6 +57,25 @@ class TestAuditBudget(AdversaryTestCase):
         self.assertIn("New request %d of uid 0" % cookie, out)
         root.call("SetMinimumLatency", "si", "cpu_dma", -1)
         self.assertIntact(expected_latency=640)
+
+
+@unittest.skipUnless(polkit_ready, "needs root and polkitd")
+class TestPolkitWarnings(AdversaryTestCase):
+    with_polkit = True
+
+    def test_connect_call_leave_cycles(self):
+        """libpolkit's own GLib warnings (a caller gone before polkitd looked)
+        bypassed pmqosd's limit: 1,000 cycles made ~600 lines a second."""
+        _ = self.daemon
+        a = self.attacker(NOBODY, "cycles", 1000)
+        self.assertEqual(a.result(timeout=300), {"cycles": 1000})
+        time.sleep(2)
+        noise = [line for line in self.daemon.output().splitlines()
+                 if not re.search(r"(New|Changed|Ended) request \d+ of|The effective latency bound went|"
+                                  r"The floor went|left the bus|Checked \d+ previous|Serving ", line)]
+        # LOG_CALLER_BURST lines a window, and one saying how many were left out.
+        self.assertLessEqual(len(noise), 45, "\n".join(noise[:60]))
+        self.assertIntact()
 
 
 if __name__ == "__main__":
