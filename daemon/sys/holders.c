@@ -59,6 +59,27 @@ static bool is_owners(const HolderTarget *target, unsigned long pid, const char 
                syscall(SYS_kcmp, target->owner, (pid_t) pid, KCMP_FILE, target->owner_fd, atoi(fd)) == 0;
 }
 
+/* Whether descriptor fd of pid was opened for reading or writing: an O_PATH
+ * one (anyone may open the device so, without permission) holds no request.
+ * Unreadable fdinfo counts as a holder, as before the check. */
+static bool opened_for_io(int proc_fd, const char *pid, const char *fd) {
+        char path[600], buf[256];
+        snprintf(path, sizeof(path), "%s/fdinfo/%s", pid, fd);
+        int info = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
+        if (info < 0)
+                return true;
+        ssize_t n = read(info, buf, sizeof(buf) - 1);
+        close(info);
+        if (n <= 0)
+                return true;
+        buf[n] = 0;
+        const char *flags = strstr(buf, "flags:");
+        if (!flags)
+                return true;
+        unsigned long v = strtoul(flags + strlen("flags:"), NULL, 8);
+        return !(v & O_PATH);
+}
+
 /* 1 if process pid holds target, 0 if not, -EACCES if its descriptors are hidden from us. */
 static int scan_process(int proc_fd, const char *pid, const HolderTarget *target, unsigned *budget) {
         char path[64];
@@ -87,7 +108,7 @@ static int scan_process(int proc_fd, const char *pid, const HolderTarget *target
                         continue;
                 link[n] = 0;
                 if (link_matches(link, target) && leads_to(dirfd(d), de->d_name, &target->st) &&
-                    !is_owners(target, strtoul(pid, NULL, 10), de->d_name))
+                    opened_for_io(proc_fd, pid, de->d_name) && !is_owners(target, strtoul(pid, NULL, 10), de->d_name))
                         found = 1;
         }
         closedir(d);

@@ -18,14 +18,14 @@
 #include "unit.h"
 
 /* A child that opens path and waits until its pipe closes; the pid, ready. */
-static pid_t hold(const char *path, int *ret_pipe) {
+static pid_t hold_flags(const char *path, int flags, int *ret_pipe) {
         int go[2], ready[2];
         ck_assert_int_eq(pipe(go), 0);
         ck_assert_int_eq(pipe(ready), 0);
         pid_t pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
-                int fd = open(path, O_RDWR);
+                int fd = open(path, flags);
                 /* Nothing of the other holders' pipes: each ends when its own closes. */
                 for (int k = 3; k < 256; k++)
                         if (k != fd && k != go[0] && k != ready[1])
@@ -43,6 +43,10 @@ static pid_t hold(const char *path, int *ret_pipe) {
         close(ready[0]);
         *ret_pipe = go[1];
         return pid;
+}
+
+static pid_t hold(const char *path, int *ret_pipe) {
+        return hold_flags(path, O_RDWR, ret_pipe);
 }
 
 static void release(pid_t pid, int pipe_fd) {
@@ -65,8 +69,10 @@ START_TEST(test_scan_finds_holders_and_skips) {
         unit_write_file(dir, "cpu_dma_latency", "x");
         unit_write_file(dir, "sub/cpu_dma_latency", "y"); /* same name, another file: not a holder */
 
-        int p1, p2, p3, p4;
+        int p1, p2, p3, p4, p5;
         pid_t a = hold(path, &p1), b = hold(path, &p2), c = hold(other, &p3);
+        /* O_PATH needs no permission and holds no request: a forged holder. */
+        pid_t o = hold_flags(path, O_PATH, &p5);
         /* Opened after those forks: they must not inherit it. */
         int mine = open(path, O_RDWR | O_CLOEXEC);
         ck_assert_int_ge(mine, 0);
@@ -98,6 +104,7 @@ START_TEST(test_scan_finds_holders_and_skips) {
         ck_assert(!has(&scan, c));        /* a look-alike name */
         ck_assert(!has(&scan, getpid())); /* we hold it too, and are skipped */
         ck_assert(!has(&scan, store));    /* our own open file, kept elsewhere */
+        ck_assert(!has(&scan, o));        /* O_PATH: no request */
 
         release(a, p1);
         holders_scan(proc, &target, skip, 2, &scan);
@@ -105,6 +112,7 @@ START_TEST(test_scan_finds_holders_and_skips) {
         release(b, p2);
         release(c, p3);
         release(store, p4);
+        release(o, p5);
         close(proc);
         close(mine);
         unit_remove_dir(dir);
