@@ -131,9 +131,11 @@ static void conn_free(ConnBudget *cb) {
         free(cb);
 }
 
-/* Room for one more record: one that owes nothing goes. */
+/* Room for one more record: one that owes nothing goes. Beyond MaxClients:
+ * the connections that owe pmqosd nothing are counted there, and a record
+ * here is small. */
 static bool make_room(Budget *b) {
-        if (hashmap_size(&b->conns) < b->limits->max_clients)
+        if (hashmap_size(&b->conns) < b->limits->max_clients + BUDGET_CONNECTIONS_SPARE)
                 return true;
         ConnBudget *cb;
         for (size_t i = 0; hashmap_next(&b->conns, &i, (void **) &cb);)
@@ -281,10 +283,13 @@ static int budget_filter(sd_bus_message *m, void *userdata, sd_bus_error *error)
             calls_has(b->calls, m))
                 return 0; /* not a call, or one that runs again (calls.h): counted when it came */
         ConnBudget *cb = conn_get(b, sender);
+        const Client *root = cb ? NULL : hashmap_get(&b->clients->by_name, sender);
+        if (root && root->state == CLIENT_READY && root->uid == 0)
+                return 0; /* never refused */
         if (!cb)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
                                          "pmqosd follows %u connections, the most it follows at once.",
-                                         b->limits->max_clients);
+                                         b->limits->max_clients + BUDGET_CONNECTIONS_SPARE);
         if (!cb->user)
                 learn_user(b, cb);
         UserBudget *u = cb->user;

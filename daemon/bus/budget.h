@@ -47,5 +47,7 @@ uint64_t budget_estimate(const Core *core, const char *interface, const char *me
 /* Calls of a connection past its bound that wait for its Ping answer;
  * more go unanswered. */
 #define BUDGET_HELD_PER_CONNECTION 16u
+/* Connection records kept beyond MaxClients. */
+#define BUDGET_CONNECTIONS_SPARE 1024u
 /* Calls a connection may make before the bus said whose it is. */
 #define BUDGET_CALLS_UNKNOWN 32u
