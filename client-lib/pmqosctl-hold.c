@@ -209,7 +209,7 @@ static int hold_acquire(const Hold *h, pmqos_client **ret_client, uint32_t *ret_
                 return 0;
         }
         *ret_client = NULL;
-        if (!h->best_effort) {
+        if (!h->best_effort || !h->command) { /* hold_parse() refuses --best-effort without COMMAND */
                 broker_error(client, what, r);
                 pmqos_client_free(client);
                 return h->command ? EXIT_LAUNCHER : EXIT_REFUSED;
