@@ -13,6 +13,7 @@
 #include "conf/key-file.h"
 #include "model/store.h"
 #include "util/macro.h"
+#include "util/parse-value.h"
 
 void config_done(Config *c) {
         free(c->state_dir);
@@ -25,13 +26,14 @@ typedef struct NumberKey {
         size_t offset; /* in Limits */
         long long min, max;
         unsigned bit;
-        bool is_u32;
+        bool is_seconds; /* a time span in whole seconds, kept in a uint32_t; else an unsigned count */
 } NumberKey;
 
 #define COUNT_KEY(name, field, bit, max) \
         { name, "a number from 1 to " #max, offsetof(Limits, field), 1, max, bit, false }
+#define SECONDS_EXPECT "seconds from 1 to 100000000, bare or with a unit (\"90\", \"5min\", \"1h 30min\")"
 #define SECONDS_KEY(name, field, bit) \
-        { name, "seconds, from 1 to 100000000", offsetof(Limits, field), 1, 100000000, bit, true }
+        { name, SECONDS_EXPECT, offsetof(Limits, field), 1, 100000000, bit, true }
 
 /* The table is the list of keys: pmqosd.conf(5) documents each. */
 static const NumberKey number_keys[] = {
@@ -51,15 +53,26 @@ static const NumberKey number_keys[] = {
         COUNT_KEY("MaxUnreadBytesPerUser", max_unread_bytes_per_uid, CONFIG_SET_MAX_UNREAD_PER_UID, 1073741824),
 };
 
-static int parse_number(const char *s, long long min, long long max, long long *ret) {
-        char *end;
-        if (!*s || ((*s < '0' || *s > '9') && *s != '-'))
-                return -EINVAL;
-        errno = 0;
-        long long v = strtoll(s, &end, 10);
-        if (errno || *end || v < min || v > max)
-                return -EINVAL;
-        *ret = v;
+/* A count: decimal digits (util/parse-value.h), min … max. A *Sec key: a
+ * time span in whole seconds, a bare number counting in seconds ("300",
+ * "5min", "1h 30min"). */
+static int parse_number(const NumberKey *nk, const char *s, long long *ret) {
+        uint64_t v;
+        if (nk->is_seconds) {
+                int r = parse_timespan(s, USEC_PER_SEC, &v);
+                if (r < 0)
+                        return r;
+                if (v % USEC_PER_SEC != 0)
+                        return -EINVAL;
+                v /= USEC_PER_SEC;
+        } else {
+                int r = parse_decimal(s, (uint64_t) nk->max, &v);
+                if (r < 0)
+                        return r;
+        }
+        if (v < (uint64_t) nk->min || v > (uint64_t) nk->max)
+                return -ERANGE;
+        *ret = (long long) v;
         return 0;
 }
 
@@ -75,9 +88,9 @@ static int parse_key(Config *c, const char *key, const char *value, unsigned *re
                 if (strcmp(key, nk->key) != 0)
                         continue;
                 *ret_bit = nk->bit;
-                if (parse_number(value, nk->min, nk->max, &v) < 0)
+                if (parse_number(nk, value, &v) < 0)
                         *ret_expect = nk->expect;
-                else if (nk->is_u32)
+                else if (nk->is_seconds)
                         *(uint32_t *) ((char *) &c->limits + nk->offset) = (uint32_t) v;
                 else
                         *(unsigned *) ((char *) &c->limits + nk->offset) = (unsigned) v;
@@ -89,10 +102,9 @@ static int parse_key(Config *c, const char *key, const char *value, unsigned *re
                 *ret_bit = battery ? CONFIG_SET_BATTERY_FLOOR : CONFIG_SET_DEFAULT_FLOOR;
                 if (strcmp(value, "none") == 0)
                         *floor = PMQOS_LATENCY_NONE;
-                else if (parse_number(value, 0, PMQOS_LATENCY_MAX_US, &v) < 0)
-                        *ret_expect = "microseconds (0 … 2000000000) or \"none\"";
-                else
-                        *floor = (int32_t) v;
+                else if (parse_latency(value, PMQOS_LATENCY_MAX_US, floor) < 0)
+                        *ret_expect = "microseconds (0 … 2000000000), bare or with a unit (\"50us\", \"2ms\"), or "
+                                      "\"none\"";
                 return 0;
         }
         if (strcmp(key, "StateDirectory") == 0) {

@@ -8,6 +8,7 @@
 
 #include "conf/config.h"
 #include "model/store.h"
+#include "util/macro.h"
 #include "unit.h"
 
 static Config defaults(void) {
@@ -82,6 +83,65 @@ START_TEST(test_every_key) {
 }
 END_TEST
 
+/* The grammar of pmqosctl (util/parse-value.h): decimal (a leading zero
+ * is decimal), a *Sec key a span with a unit or bare seconds, a latency a
+ * span or bare µs. */
+START_TEST(test_value_grammar) {
+        Config c = defaults();
+        unsigned set = 0;
+        char err[512] = "";
+
+        ck_assert_int_eq(parse("MaxTimeoutSec=010\n"
+                               "MaxUnprivilegedTimeoutSec=5min\n"
+                               "MaxRequestsPerConnection=010\n"
+                               "DefaultMinimumLatency=2ms\n"
+                               "OnBatteryMinimumLatency=050\n",
+                               &c, &set, err, sizeof(err)),
+                         0);
+        ck_assert_str_eq(err, "");
+        ck_assert_uint_eq(c.limits.max_timeout_sec, 10);
+        ck_assert_uint_eq(c.limits.max_unprivileged_timeout_sec, 300);
+        ck_assert_uint_eq(c.limits.max_per_connection, 10);
+        ck_assert_int_eq(c.default_floor, 2000);
+        ck_assert_int_eq(c.battery_floor, 50);
+
+        static const struct {
+                const char *text;
+                uint32_t sec;
+        } spans[] = {
+                { "MaxTimeoutSec=90", 90 },
+                { "MaxTimeoutSec=1h", 3600 },
+                { "MaxTimeoutSec=1h 30min", 5400 },
+                { "MaxTimeoutSec=1.5min", 90 },
+                { "MaxTimeoutSec=2000ms", 2 },
+                { "MaxTimeoutSec=1d", 86400 },
+                { "MaxTimeoutSec=100000000s", 100000000 },
+                { "MaxTimeoutSec=30 s", 30 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(spans); i++) {
+                ck_assert_msg(parse(spans[i].text, &c, &set, err, sizeof(err)) == 0, "%s: %s", spans[i].text, err);
+                ck_assert_uint_eq(c.limits.max_timeout_sec, spans[i].sec);
+        }
+
+        static const struct {
+                const char *text;
+                int32_t usec;
+        } latencies[] = {
+                { "DefaultMinimumLatency=0", 0 },
+                { "DefaultMinimumLatency=50us", 50 },
+                { "DefaultMinimumLatency=1.5ms", 1500 },
+                { "DefaultMinimumLatency=2s", 2000000 },
+                { "DefaultMinimumLatency=2000000000", 2000000000 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(latencies); i++) {
+                ck_assert_msg(parse(latencies[i].text, &c, &set, err, sizeof(err)) == 0, "%s: %s", latencies[i].text,
+                              err);
+                ck_assert_int_eq(c.default_floor, latencies[i].usec);
+        }
+        config_done(&c);
+}
+END_TEST
+
 /* Each bad file is refused whole: *ret keeps every earlier value. */
 static const struct {
         const char *text;
@@ -95,8 +155,29 @@ static const struct {
         { "MaxTimeoutSec=\n", ":1: MaxTimeoutSec: invalid value \"\", expected seconds" },
         { "MaxTimeoutSec=99999999999999999999\n", ":1: MaxTimeoutSec: invalid value" },
         { "DefaultMinimumLatency=-1\n", ":1: DefaultMinimumLatency: invalid value \"-1\", expected microseconds" },
+        { "DefaultMinimumLatency=-0\n", ":1: DefaultMinimumLatency: invalid value \"-0\"" },
         { "DefaultMinimumLatency=2000000001\n", ":1: DefaultMinimumLatency: invalid value" },
         { "OnBatteryMinimumLatency=-5\n", ":1: OnBatteryMinimumLatency: invalid value \"-5\", expected microseconds" },
+        { "MaxTimeoutSec=0x10\n", ":1: MaxTimeoutSec: invalid value \"0x10\", expected seconds from 1 to 100000000" },
+        { "MaxRequestsPerUser=0x10\n", ":1: MaxRequestsPerUser: invalid value \"0x10\", expected a number" },
+        { "MaxRequestsPerUser=5min\n", ":1: MaxRequestsPerUser: invalid value \"5min\"" }, /* a count has no unit */
+        { "MaxRequestsPerUser=99999999999999999999\n", ":1: MaxRequestsPerUser: invalid value" },
+        { "MaxTimeoutSec=1500ms\n", ":1: MaxTimeoutSec: invalid value \"1500ms\"" }, /* not whole seconds */
+        { "MaxTimeoutSec=0.5\n", ":1: MaxTimeoutSec: invalid value \"0.5\"" },
+        { "MaxTimeoutSec=0s\n", ":1: MaxTimeoutSec: invalid value \"0s\"" },
+        { "MaxTimeoutSec=100000001\n", ":1: MaxTimeoutSec: invalid value" },
+        { "MaxUnprivilegedTimeoutSec=1200d\n", ":1: MaxUnprivilegedTimeoutSec: invalid value \"1200d\"" },
+        { "MaxTimeoutSec=99999999999999w\n", ":1: MaxTimeoutSec: invalid value \"99999999999999w\"" },
+        { "MaxTimeoutSec=5 fortnights\n",
+          ":1: MaxTimeoutSec: invalid value \"5 fortnights\", expected seconds from 1 to 100000000, bare or with a "
+          "unit (\"90\", \"5min\", \"1h 30min\")" },
+        { "DefaultMinimumLatency=0x10\n", ":1: DefaultMinimumLatency: invalid value \"0x10\", expected microseconds" },
+        { "DefaultMinimumLatency=1h\n", ":1: DefaultMinimumLatency: invalid value \"1h\", expected microseconds (0 … "
+                                        "2000000000), bare or with a unit "
+                                        "(\"50us\", \"2ms\"), or \"none\"" },
+        { "DefaultMinimumLatency=99999999999999999999\n", ":1: DefaultMinimumLatency: invalid value" },
+        { "OnBatteryMinimumLatency=C1\n", ":1: OnBatteryMinimumLatency: invalid value \"C1\"" },
+        { "OnBatteryMinimumLatency=None\n", ":1: OnBatteryMinimumLatency: invalid value \"None\"" },
         { "StateDirectory=var/lib/pmqos\n",
           ":1: StateDirectory: invalid value \"var/lib/pmqos\", expected an absolute" },
         { "# fine\nMaxTimeoutSec=60\nMaxRequests=5\n",
@@ -185,6 +266,7 @@ int main(void) {
         tcase_add_test(tc, test_shipped_file_is_the_defaults);
         tcase_add_test(tc, test_every_key);
         tcase_add_test(tc, test_bounds_on_callers);
+        tcase_add_test(tc, test_value_grammar);
         tcase_add_loop_test(tc, test_bad_file_refused_whole, 0, (int) (sizeof(bad) / sizeof(bad[0])));
         tcase_add_test(tc, test_binary_and_oversized_files);
         suite_add_tcase(s, tc);
