@@ -14,6 +14,7 @@
 #include "conf/key-file.h"
 #include "util/text.h"
 #include "util/macro.h"
+#include "util/parse-value.h"
 
 void rule_done(Rule *r) {
         free(r->file);
@@ -76,15 +77,10 @@ static const char *parse_line(char *key, char *value, Rule *r, unsigned *seen, i
                         return "not a unit name (NAME.service, NAME.socket, …; an instance, not a template)";
                 return (r->unit = strdup(value)) ? NULL : (*ret_errno = -ENOMEM, "out of memory");
         }
-        if (bit == KEY_LATENCY) {
-                char *end;
-                errno = 0;
-                long long v = value[0] >= '0' && value[0] <= '9' ? strtoll(value, &end, 10) : -1;
-                if (v < 0 || errno || *end || v > PMQOS_CONTRACT_LATENCY_MAX)
-                        return "expected microseconds, 0 … 2000000000";
-                r->latency = (int32_t) v;
-                return NULL;
-        }
+        if (bit == KEY_LATENCY)
+                return parse_latency(value, PMQOS_CONTRACT_LATENCY_MAX, &r->latency) < 0
+                               ? "expected microseconds, 0 … 2000000000, bare or with a unit (\"50us\", \"2ms\")"
+                               : NULL;
         if (bit == KEY_CPUS) {
                 int k = cpu_list_parse(value, &r->cpus, &r->n_cpus);
                 if (k == -ENOMEM)

@@ -47,6 +47,28 @@ START_TEST(test_parse_every_key) {
 }
 END_TEST
 
+/* Latency= takes the grammar of pmqosctl (util/parse-value.h): decimal µs,
+ * or a span with a unit. */
+START_TEST(test_latency_grammar) {
+        static const struct {
+                const char *value;
+                int32_t latency;
+        } cases[] = {
+                { "50", 50 },        { "010", 10 },        { "0", 0 },        { "50us", 50 },
+                { "2ms", 2000 },     { "1.5ms", 1500 },    { "1s", 1000000 }, { "2000000000", 2000000000 },
+                { "1ms 5us", 1005 }, { "3 \xc2\xb5s", 3 },
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char text[128], err[256] = "";
+                Rule r;
+                snprintf(text, sizeof(text), "[Rule]\nUnit=a.service\nLatency=%s\n", cases[i].value);
+                ck_assert_msg(parse(text, &r, err) == 0, "%s: %s", cases[i].value, err);
+                ck_assert_int_eq(r.latency, cases[i].latency);
+                rule_done(&r);
+        }
+}
+END_TEST
+
 START_TEST(test_parse_refusals) {
         static const struct {
                 const char *text, *error;
@@ -61,7 +83,16 @@ START_TEST(test_parse_refusals) {
                 { "[Rule]\nUnit=a b.service\n", "/x/r.conf:2: Unit: not a unit name" },
                 { "[Rule]\nLatency=-1\n", "/x/r.conf:2: Latency: expected microseconds, 0 … 2000000000" },
                 { "[Rule]\nLatency=2000000001\n", "/x/r.conf:2: Latency: expected microseconds" },
-                { "[Rule]\nLatency=5us\n", "/x/r.conf:2: Latency: expected microseconds" },
+                { "[Rule]\nLatency=0x10\n", "/x/r.conf:2: Latency: expected microseconds" },
+                { "[Rule]\nLatency=1e3\n", "/x/r.conf:2: Latency: expected microseconds" },
+                { "[Rule]\nLatency=+5\n", "/x/r.conf:2: Latency: expected microseconds" },
+                { "[Rule]\nLatency=5 parsecs\n", "/x/r.conf:2: Latency: expected microseconds" },
+                { "[Rule]\nLatency=1h\n",
+                  "/x/r.conf:2: Latency: expected microseconds, 0 … 2000000000, bare or with a unit" },
+                { "[Rule]\nLatency=99999999999999999999\n", "/x/r.conf:2: Latency: expected microseconds" },
+                { "[Rule]\nLatency=none\n", "/x/r.conf:2: Latency: expected microseconds" },
+                { "[Rule]\nLatency=\xc2\xb5s\n", "/x/r.conf:2: Latency: expected microseconds" },
+                { "[Rule]\nLatency=C1\n", "/x/r.conf:2: Latency: expected microseconds" },
                 { "[Rule]\nCPUs=3-1\n", "/x/r.conf:2: CPUs: expected a CPU list such as 0-3,8" },
                 { "[Rule]\nReason=\n", "/x/r.conf:2: Reason: expected 1 … 256 bytes of UTF-8" },
                 { "[Rule]\nReason=\xff\n", "/x/r.conf:2: Reason: expected 1 … 256 bytes of UTF-8" },
@@ -146,6 +177,7 @@ int main(void) {
         Suite *s = suite_create("rules");
         TCase *tc = tcase_create("core");
         tcase_add_test(tc, test_parse_every_key);
+        tcase_add_test(tc, test_latency_grammar);
         tcase_add_test(tc, test_parse_refusals);
         tcase_add_test(tc, test_unit_names);
         tcase_add_test(tc, test_two_directories);
