@@ -355,7 +355,7 @@ static int load_one(const char *path, bool required, Config *c, unsigned *set) {
  * command-line values. A missing default file is fine; a missing explicit
  * one or a bad one is not. On error nothing in o->config changes. */
 int options_load_config(Options *o, char **ret_state_dir) {
-        _cleanup_(config_files_done) ConfigFiles files = {};
+        ConfigFiles files = {};
         Config c = {
                 .limits = LIMITS_DEFAULT,
                 .default_floor = PMQOS_LATENCY_NONE,
@@ -367,6 +367,7 @@ int options_load_config(Options *o, char **ret_state_dir) {
         int r = config_files(o, &files);
         for (size_t i = 0; r >= 0 && i < files.n; i++)
                 r = load_one(files.paths[i], i == 0 && o->config_path_given, &c, &set);
+        config_files_done(&files);
         if (r < 0) {
                 config_done(&c);
                 return r;

@@ -303,9 +303,10 @@ static int budget_filter(sd_bus_message *m, void *userdata, sd_bus_error *error)
         const char *interface = sd_bus_message_get_interface(m);
         uint64_t bytes = no_reply ? 0 : budget_estimate(b->core, interface, sd_bus_message_get_member(m));
         /* Peer's calls cost sd-bus next to nothing, and a client's Ping says it reads. */
+        uint64_t extra_tokens = bytes / TOKEN_BYTES; /* one more for each whole TOKEN_BYTES */
         bool ok = !u ? cb->n_unknown++ < BUDGET_CALLS_UNKNOWN
                      : (interface && strcmp(interface, "org.freedesktop.DBus.Peer") == 0) ||
-                                  take_tokens(b, u, 1.0 + (double) (bytes / TOKEN_BYTES));
+                                  take_tokens(b, u, 1.0 + (double) extra_tokens);
         if (!ok) {
                 if (no_reply)
                         return 1;

@@ -113,20 +113,25 @@ static int refuse_target(int r, const char *why, sd_bus_error *error) {
 
 /* The kept copy of target watched by a new hold: the pidfd, or the directory. */
 static int hold_target(Manager *m, const Target *t, int target, Hold **ret, sd_bus_error *error) {
+        /* Each failure returns its own negative value (with error set where the
+         * caller should read a sentence): *ret is set exactly when r >= 0. */
         int fd = fcntl(target, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
-                return errno == EMFILE || errno == ENFILE
-                               ? sd_bus_error_set(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
-                                                  "pmqosd cannot open another descriptor now; retry later.")
-                               : -errno;
+        if (fd < 0) {
+                if (errno != EMFILE && errno != ENFILE)
+                        return -errno;
+                (void) sd_bus_error_set(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                        "pmqosd cannot open another descriptor now; retry later.");
+                return -EMFILE;
+        }
         int r = t->kind == TARGET_PROCESS ? hold_new_process(&m->holds, fd, ret) : hold_new_cgroup(&m->holds, fd, ret);
-        if (r < 0)
-                close(fd);
+        if (r >= 0)
+                return r;
+        close(fd);
         if (r == -ECHILD)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                (void) sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
                                          "The cgroup %s has no process in it: its request would end at once.", t->path);
-        if (r == -ENOENT)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+        else if (r == -ENOENT)
+                (void) sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
                                          "The cgroup %s has no cgroup.events (the root cgroup never empties).",
                                          t->path);
         return r;
@@ -136,7 +141,7 @@ int action_request_for(Manager *m, sd_bus_message *message, const NewRequest *nr
         _cleanup_(target_done) Target t = {};
         char why[256];
         Client *c;
-        Hold *h;
+        Hold *h = NULL;
 
         /* What the target is, and whose, is read anew at each run: a pending
          * polkit check must not decide for a target that changed owner. */
@@ -154,9 +159,9 @@ int action_request_for(Manager *m, sd_bus_message *message, const NewRequest *nr
         if (!name)
                 return -ENOMEM;
         r = hold_target(m, &t, target, &h, error);
-        if (r < 0) {
+        if (r < 0 || !h) { /* h is set whenever r >= 0; the check says so to the analyzer */
                 free(name);
-                return r;
+                return r < 0 ? r : -EIO;
         }
         return add_held(m, message, c, nr, h, name, &t, -1, error);
 }

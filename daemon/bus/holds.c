@@ -19,8 +19,10 @@ void holds_init(Holds *hs, sd_event *event, unsigned max, void (*ended)(Hold *h,
 }
 
 void holds_done(Holds *hs) {
-        while (hs->head)
-                hold_free(hs->head);
+        for (Hold *h = hs->head, *next; h; h = next) {
+                next = h->next;
+                hold_free(h);
+        }
 }
 
 Hold *hold_free(Hold *h) {

@@ -84,8 +84,8 @@ static int read_start_time(int proc_dir, uint64_t *ret) {
 
 /* uid and start time of pid, read through /proc/PID. */
 static int read_process(pid_t pid, uid_t *ret_uid, uint64_t *ret_start) {
-        char path[32], buf[4096];
-        int64_t uid;
+        char path[32], buf[4096] = ""; /* all zeros: clang-analyzer cannot follow read_small()'s terminator */
+        int64_t uid = 0;
         snprintf(path, sizeof(path), "/proc/%d", (int) pid);
         int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dir < 0)
@@ -102,8 +102,8 @@ static int read_process(pid_t pid, uid_t *ret_uid, uint64_t *ret_start) {
 }
 
 static int identify_process(int fd, Target *t, char *err, size_t err_size) {
-        char path[64], buf[1024];
-        int64_t pid;
+        char path[64], buf[1024] = ""; /* as in read_process() */
+        int64_t pid = 0;
 
         snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
         ssize_t n = read_small(AT_FDCWD, path, buf, sizeof(buf));
@@ -165,8 +165,8 @@ int target_identify(int fd, Target *ret, char *err, size_t err_size) {
 }
 
 int target_reopen_process(pid_t pid, uint64_t start_time) {
-        uid_t uid;
-        uint64_t start;
+        uid_t uid = 0;
+        uint64_t start = 0;
 
         int fd = (int) syscall(SYS_pidfd_open, pid, 0);
         if (fd < 0)
