@@ -194,11 +194,12 @@ static int run(int argc, char *argv[]) {
 
         /* Everything that needs root first: the device, the per-CPU files, the
          * state, whose bounds the kernel gets before any client can ask. */
-        service_raise_fd_limit(o.config.limits.max_held);
+        unsigned max_kept = service_raise_fd_limit(&o.config.limits);
         service_take_stored_fds(&o.config.core);
         r = manager_new(&m, event, &o.config);
         if (r < 0)
                 return 1; /* manager_new said why */
+        calls_set_max_kept(&m->calls, max_kept);
         service_store_device_fds(m, &o.config.core);
         if (unit_rules_set(&m->rules, &rules) < 0)
                 return 1;

@@ -167,25 +167,62 @@ bool service_restart_pending(sd_bus *bus) {
         return strstr(type, "restart") != NULL; /* restart, try-restart, reload-or-restart */
 }
 
-/* Descriptors pmqosd needs besides its held requests': the bus, the devices,
- * per-CPU files, polkit, the explainer, a burst of file reads. */
+/* Descriptors pmqosd needs besides its held requests' and the messages it
+ * keeps: the bus, the devices, per-CPU files, polkit, the explainer, a
+ * burst of file reads, and the one message being read (its descriptors
+ * come before anyone can look at them). */
 #define FD_BASE 1024u
+/* Kept messages pmqosd leaves room for at the least, whatever the limit. */
+#define KEPT_MIN 64u
 
-void service_raise_fd_limit(unsigned max_held) {
+/* The worst case, by construction: every call that waits keeps its message
+ * and every descriptor attached to it (CALLS_FDS_PER_MESSAGE, referenced or
+ * not: sd-bus says of none how many a message has). Waiting are at most
+ * MaxPending calls at polkit, MaxPending waiting for the bus to say who made
+ * them besides a first call of each of MaxClients connections (client.c
+ * follows no more), and as many again of connections that do not read
+ * (budget.c: half of the room). calls.c and budget.c keep no message past
+ * the room returned here (LimitsExceeded, or no answer to a non-reader), so
+ * with the limit wanted the table never fills — a message whose descriptors
+ * find no room is cut short, and sd-bus drops the bus for it — and every
+ * connection's first call, root's too, finds room. Below it, the kept calls
+ * get what the held requests leave, or, if even these do not fit, half of
+ * what is left past FD_BASE. */
+unsigned service_raise_fd_limit(const Limits *l) {
         struct rlimit rl;
-        rlim_t want = (rlim_t) max_held * 2 + FD_BASE;
+        rlim_t fixed = (rlim_t) l->max_held * 2 + FD_BASE;
+        rlim_t kept = (rlim_t) 2 * ((rlim_t) l->max_pending * 2 + l->max_clients);
+        rlim_t want = fixed + kept * CALLS_FDS_PER_MESSAGE;
 
-        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
-                return;
-        rlim_t cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
-        if (cur > rl.rlim_cur) {
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return KEPT_MIN;
+        rlim_t cur = rl.rlim_cur;
+        if (cur < want) {
+                rlim_t old = rl.rlim_cur;
+                cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
                 rl.rlim_cur = cur;
-                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                if (cur > old && setrlimit(RLIMIT_NOFILE, &rl) < 0) {
                         log_warning_errno(-errno, "Cannot raise the descriptor limit to %llu: %m.",
                                           (unsigned long long) cur);
+                        cur = getrlimit(RLIMIT_NOFILE, &rl) < 0 ? 0 : rl.rlim_cur;
+                }
         }
-        if (cur < want)
+        if (cur >= want)
+                return (unsigned) kept;
+        rlim_t room = cur >= fixed    ? (cur - fixed) / CALLS_FDS_PER_MESSAGE
+                      : cur > FD_BASE ? (cur - FD_BASE) / 2 / CALLS_FDS_PER_MESSAGE
+                                      : 0;
+        room = room < KEPT_MIN ? KEPT_MIN : room > kept ? kept : room;
+        /* Short of the held requests' part: said as ever. Short of the
+         * waiting calls' only (never under the unit, whose LimitNOFILE= fits
+         * the defaults): fewer calls wait, told when verbose. */
+        if (cur < fixed)
                 log_warning("The descriptor limit (%llu) is below what MaxHeldRequests=%u needs (%llu): raise "
                             "LimitNOFILE= or lower MaxHeldRequests.",
-                            (unsigned long long) cur, max_held, (unsigned long long) want);
+                            (unsigned long long) cur, l->max_held, (unsigned long long) fixed);
+        log_debug("The descriptor limit (%llu) leaves room for %llu waiting calls of the %llu that MaxPending=%u and "
+                  "MaxClients=%u may make wait (LimitNOFILE=%llu fits them).",
+                  (unsigned long long) cur, (unsigned long long) room, (unsigned long long) kept, l->max_pending,
+                  l->max_clients, (unsigned long long) want);
+        return (unsigned) room;
 }

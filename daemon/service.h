@@ -17,10 +17,12 @@ void service_take_stored_fds(CoreConfig *core);
 /* The service manager keeps a copy of the devices' descriptors, so that the
  * kernel keeps our bounds while we restart; a stop releases them. */
 void service_store_device_fds(Manager *m, const CoreConfig *core);
-/* Raises RLIMIT_NOFILE's soft limit (up to the hard one) to fit max_held
+/* Raises RLIMIT_NOFILE's soft limit (up to the hard one) to fit MaxHeldRequests
  * held requests (two descriptors each at most: a cgroup and its
- * cgroup.events) besides everything else. Logged when it cannot. */
-void service_raise_fd_limit(unsigned max_held);
+ * cgroup.events) and the descriptors of every call that may wait, besides
+ * everything else. Logged when it cannot. Returns how many waiting calls'
+ * messages the limit leaves room for (calls_set_max_kept()). */
+unsigned service_raise_fd_limit(const Limits *l);
 /* Whether the service manager stops us only to start us again (systemctl
  * restart, a package upgrade): our unit's pending job is a restart. */
 bool service_restart_pending(sd_bus *bus);

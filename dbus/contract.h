@@ -32,6 +32,7 @@
 #define PMQOS_DEFAULT_MAX_POLKIT_IN_FLIGHT 32u
 #define PMQOS_DEFAULT_MAX_CLIENTS 4096u
 /* Requests held by a descriptor, a process or a cgroup: pmqosd keeps one
- * descriptor open for each (two while a cgroup's is watched), and the unit's
- * FileDescriptorStoreMax= is this plus the two devices. */
+ * descriptor open for each (two while a cgroup's is watched); the unit's
+ * LimitNOFILE= makes room for them and for the calls that may wait
+ * (daemon/service.c), its FileDescriptorStoreMax= is the two devices only. */
 #define PMQOS_DEFAULT_MAX_HELD 16384u

@@ -115,8 +115,10 @@ static UserBudget *user_get(Budget *b, uint32_t uid) {
 static void conn_free(ConnBudget *cb) {
         Budget *b = cb->budget;
         hashmap_remove(&b->conns, cb->name);
-        for (unsigned i = 0; i < cb->n_held; i++)
+        for (unsigned i = 0; i < cb->n_held; i++) {
                 sd_bus_message_unref(cb->held[i]); /* its caller left: nobody to answer */
+                calls_unkeep(b->calls);
+        }
         if (cb->ping) {
                 cb->ping = sd_bus_slot_unref(cb->ping);
                 b->n_pings--;
@@ -192,6 +194,7 @@ static void release_held(Budget *b, const UserBudget *u, ConnBudget *only) {
                                 (void) sd_bus_reply_method_errorf(cb->held[k], SD_BUS_ERROR_NO_MEMORY,
                                                                   "Out of memory.");
                         sd_bus_message_unref(cb->held[k]);
+                        calls_unkeep(b->calls);
                 }
                 cb->n_held = 0;
         }
@@ -262,10 +265,13 @@ static void charge(ConnBudget *cb, uint64_t bytes) {
 }
 
 /* The call waits until cb (or its user's other connections) showed that
- * they read; past what a connection may have waiting, it goes unanswered. */
+ * they read; past what a connection may have waiting, or once these calls
+ * keep half of what the descriptor limit leaves room for (the other half
+ * is the callers' whom the bus has not named yet, root's first call among
+ * them, and polkit's), it goes unanswered. */
 static int hold(Budget *b, ConnBudget *cb, sd_bus_message *m) {
         ask_ping(b, cb);
-        if (cb->n_held < BUDGET_HELD_PER_CONNECTION) {
+        if (cb->n_held < BUDGET_HELD_PER_CONNECTION && calls_keep(b->calls, b->calls->max_kept / 2)) {
                 cb->held[cb->n_held++] = sd_bus_message_ref(m);
                 return 1;
         }

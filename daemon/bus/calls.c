@@ -7,6 +7,7 @@
 #include "bus/calls.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ typedef struct PendingCall {
         AuthResult result;
         AuthQuery *query;
         bool charged;           /* counted for the user and the daemon */
+        bool kept;              /* counted in n_kept: waits for the bus or polkit */
         bool holds_interactive; /* the user's one check that may wait for a person */
 } PendingCall;
 
@@ -77,6 +79,10 @@ static void pending_free(PendingCall *pc) {
                         u->interactive = false;
                 uid_calls_gc(calls, u);
         }
+        if (pc->state == CALL_WAIT_CALLER)
+                calls->n_wait_caller--;
+        if (pc->kept)
+                calls_unkeep(calls);
         client_unwait(pc->client, &pc->waiter);
         client_unref(pc->client);
         sd_bus_message_unref(pc->message);
@@ -85,6 +91,8 @@ static void pending_free(PendingCall *pc) {
 
 /* The answer is in: the handler runs again over the same message. */
 static void answered(PendingCall *pc) {
+        if (pc->state == CALL_WAIT_CALLER)
+                pc->calls->n_wait_caller--;
         pc->state = CALL_ANSWERED;
         int r = sd_bus_enqueue_for_read(pc->calls->bus, pc->message);
         if (r < 0) {
@@ -134,13 +142,28 @@ static int refuse(sd_bus_error *error, const char *fmt, ...) {
 }
 
 void calls_init(Calls *calls, Clients *clients, Auth *auth, const Limits *limits) {
-        *calls = (Calls){ .clients = clients, .auth = auth, .limits = limits };
+        *calls = (Calls){ .clients = clients, .auth = auth, .limits = limits, .max_kept = UINT_MAX };
         hashmap_init(&calls->by_message, &hashmap_ptr_ops);
         hashmap_init(&calls->by_uid, &hashmap_u32_ops);
 }
 
 void calls_attach_bus(Calls *calls, sd_bus *bus) {
         calls->bus = bus;
+}
+
+void calls_set_max_kept(Calls *calls, unsigned max_kept) {
+        calls->max_kept = max_kept;
+}
+
+bool calls_keep(Calls *calls, unsigned reserve) {
+        if (calls->n_kept + reserve >= calls->max_kept)
+                return false;
+        calls->n_kept++;
+        return true;
+}
+
+void calls_unkeep(Calls *calls) {
+        calls->n_kept--;
 }
 
 void calls_done(Calls *calls) {
@@ -185,13 +208,28 @@ int call_know_caller(Calls *calls, sd_bus_message *message, Client **ret, sd_bus
                 *ret = c;
                 return 1;
         }
-        /* Until the bus says who it is, every connection is bounded alike. */
+        /* Until the bus says who it is, every connection is bounded alike,
+         * and all of them together; but a connection's first call always
+         * waits (root's first call among them) while descriptors are left. */
         if (c->n_waiters >= calls->limits->max_pending_per_connection)
                 return refuse(error,
                               "This connection already has %u calls in progress, the most one connection may have.",
                               c->n_waiters);
-        if (!pending_new(calls, message, c, CALL_WAIT_CALLER))
+        if (c->n_waiters > 0 && calls->n_wait_caller >= calls->limits->max_pending)
+                return refuse(error,
+                              "pmqosd has %u calls waiting for the bus to say who made them, the most it "
+                              "keeps at once (MaxPending); retry later.",
+                              calls->n_wait_caller);
+        if (!calls_keep(calls, 0))
+                return refuse(error, "pmqosd keeps %u calls, all its descriptor limit leaves room for; retry later.",
+                              calls->n_kept);
+        pc = pending_new(calls, message, c, CALL_WAIT_CALLER);
+        if (!pc) {
+                calls_unkeep(calls);
                 return -ENOMEM;
+        }
+        pc->kept = true;
+        calls->n_wait_caller++;
         return 0;
 }
 
@@ -218,7 +256,7 @@ static int auth_answer(AuthResult result, sd_bus_error *error) {
 
 /* Room for one more call of c at polkit: per connection, per user, in all,
  * and one interactive check per user. Returns 0, or refuses. */
-static int make_room(Calls *calls, Client *c, bool interactive, UidCalls *u, sd_bus_error *error) {
+static int make_room(Calls *calls, Client *c, bool interactive, bool pc_kept, UidCalls *u, sd_bus_error *error) {
         const Limits *l = calls->limits;
 
         /* The call asking is one of c's waiters already. */
@@ -232,6 +270,9 @@ static int make_room(Calls *calls, Client *c, bool interactive, UidCalls *u, sd_
         if (calls->n_charged >= l->max_pending)
                 return refuse(error, "pmqosd has %u calls in progress, the most it takes at once; retry later.",
                               calls->n_charged);
+        if (!pc_kept && calls->n_kept >= calls->max_kept)
+                return refuse(error, "pmqosd keeps %u calls, all its descriptor limit leaves room for; retry later.",
+                              calls->n_kept);
         /* A check waiting for a person holds polkit's answer for minutes. */
         if (interactive && u->interactive)
                 return refuse(error, "An authentication of user %u is already in progress; answer or cancel it first.",
@@ -277,7 +318,7 @@ int call_authorize(Calls *calls, sd_bus_message *message, Client *c, const char 
         UidCalls *u = uid_calls(calls, c->uid, true);
         if (!u)
                 return -ENOMEM;
-        r = make_room(calls, c, interactive, u, error);
+        r = make_room(calls, c, interactive, pc->kept, u, error);
         if (r < 0) {
                 uid_calls_gc(calls, u);
                 return r;
@@ -285,6 +326,10 @@ int call_authorize(Calls *calls, sd_bus_message *message, Client *c, const char 
         /* The run's record becomes the wait for polkit. */
         pc->for_auth = true;
         pc->charged = true;
+        if (!pc->kept) {
+                pc->kept = true;
+                calls->n_kept++;
+        }
         u->n++;
         calls->n_charged++;
         if (interactive)
