@@ -127,7 +127,12 @@ class TestStartup(BrokerTestCase):
 
     def test_unopenable_device_is_one_clear_line(self):
         missing = os.path.join(tempfile.gettempdir(), "pmqos-no-such-device")
-        proc = subprocess.run([PMQOSD, "--device", missing], env=self.bus.env,
+        # Few held requests, so that a host's low hard descriptor limit (20000
+        # here; MaxHeldRequests' default needs 33792) adds no warning of its own.
+        conf = os.path.join(self.bus.dir, "few-held.conf")
+        with open(conf, "w") as f:
+            f.write("[pmqosd]\nMaxHeldRequests=100\n")
+        proc = subprocess.run([PMQOSD, "--config", conf, "--device", missing], env=self.bus.env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=10)
         self.assertNotEqual(proc.returncode, 0)
         lines = proc.stderr.strip().splitlines()
