@@ -69,8 +69,10 @@ static const struct {
 static bool read_unit(const char **p, uint64_t *ret) {
         for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
                 size_t n = strlen(units[i].name);
-                char next = (*p)[n];
-                if (strncmp(*p, units[i].name, n) == 0 && (next == 0 || next == ' ' || (next >= '0' && next <= '9'))) {
+                if (strncmp(*p, units[i].name, n) != 0)
+                        continue;
+                char next = (*p)[n]; /* within the string: its first n bytes matched */
+                if (next == 0 || next == ' ' || (next >= '0' && next <= '9')) {
                         *p += n;
                         *ret = units[i].usec;
                         return true;
