@@ -20,6 +20,11 @@ SOURCE_ROOT = os.environ.get("PMQOS_SOURCE_ROOT", os.path.join(os.path.dirname(_
 EXAMPLES_DIR = os.environ.get("PMQOS_EXAMPLES_DIR", "")
 LIBRARY = os.environ.get("PMQOS_LIBRARY", "")
 VALGRIND = shutil.which("valgrind")
+# An ASan build's library: its programs are checked by ASan itself, which
+# must come first (no valgrind around them), and the snippets built here link
+# its runtime as meson's own programs do.
+LIBRARY_HAS_ASAN = bool(LIBRARY) and "libasan" in subprocess.run(["ldd", LIBRARY], capture_output=True,
+                                                                  text=True).stdout
 TEST_BINARY = os.environ.get("PMQOS_TEST_LIBPMQOS",
                              os.path.join(os.path.dirname(os.environ.get("PMQOSD", "")), "..", "tests",
                                           "test-libpmqos"))
@@ -136,7 +141,8 @@ class Examples:
             with open(path, "w") as f:
                 f.write(source)
             libdir = os.path.dirname(LIBRARY)
-            cc = subprocess.run([os.environ.get("CC", "cc"), "-Wall", "-Werror", "-o", path[:-2], path,
+            sanitize = ["-fsanitize=address,undefined"] if LIBRARY_HAS_ASAN else []
+            cc = subprocess.run([os.environ.get("CC", "cc"), "-Wall", "-Werror", *sanitize, "-o", path[:-2], path,
                                  "-I" + os.path.join(SOURCE_ROOT, "client-lib"), "-L" + libdir, "-lpmqos",
                                  "-Wl,-rpath," + libdir], stderr=subprocess.PIPE, text=True)
             self.assertEqual(cc.returncode, 0, "%s's example does not compile:\n%s\n%s" % (origin, source, cc.stderr))
@@ -145,7 +151,7 @@ class Examples:
 
     def run_example(self, argv, env):
         cmd = argv
-        if VALGRIND:
+        if VALGRIND and not LIBRARY_HAS_ASAN:
             cmd = [VALGRIND, "-q", "--error-exitcode=99", "--leak-check=full", "--errors-for-leak-kinds=definite",
                    *argv]
         return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -157,7 +163,7 @@ class TestExamplesWithoutBroker(Examples, unittest.TestCase):
     cleanly with one line saying why, and valgrind finds nothing."""
 
     def test_no_broker_and_no_bus(self):
-        if not VALGRIND:
+        if not VALGRIND and not LIBRARY_HAS_ASAN:
             skip_notice("the examples under valgrind", "valgrind is not installed; run without it")
         empty = PrivateBus()
         self.addCleanup(empty.stop)
