@@ -212,7 +212,12 @@ unsigned service_raise_fd_limit(const Limits *l) {
         rlim_t room = cur >= fixed    ? (cur - fixed) / CALLS_FDS_PER_MESSAGE
                       : cur > FD_BASE ? (cur - FD_BASE) / 2 / CALLS_FDS_PER_MESSAGE
                                       : 0;
-        room = room < KEPT_MIN ? KEPT_MIN : room > kept ? kept : room;
+        /* The floor never takes more than a quarter of the table itself: at
+         * a limit of 1024 (valgrind keeps it there) 64 kept messages of 16
+         * descriptors would be the whole table. */
+        rlim_t least = cur / 4 / CALLS_FDS_PER_MESSAGE;
+        least = least > KEPT_MIN ? KEPT_MIN : least > 0 ? least : 1;
+        room = room < least ? least : room > kept ? kept : room;
         /* Short of the held requests' part: said as ever. Short of the
          * waiting calls' only (never under the unit, whose LimitNOFILE= fits
          * the defaults): fewer calls wait, told when verbose. */
