@@ -107,6 +107,11 @@ class TestLifetime(OciTestCase):
         self.assertEqual(r["value"], 40)
 
     def test_restart_of_pmqosd_keeps_the_bound(self):
+        if "valgrind" in os.environ.get("PMQOSD_WRAPPER", ""):
+            # valgrind 3.19 answers pidfd_open(2) with ENOSYS: pmqosd under it cannot reopen a pid (as test_held).
+            skip_notice("re-binding the container's request after a restart", "pmqosd runs under valgrind, "
+                        "which does not implement pidfd_open(2)")
+            self.skipTest("valgrind does not implement pidfd_open(2)")
         _ = self.daemon
         self.assertEqual(self.create("c4", {LAT: "33"})[0], 0, self.hook_stderr())
         self.assertEqual(self.crun.run("start", "c4")[0], 0)
