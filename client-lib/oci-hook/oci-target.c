@@ -46,36 +46,40 @@ static bool unified_path(const char *text, char *out, size_t size) {
         return true;
 }
 
-/* Where cgroup2 is mounted in this mount namespace. */
-static bool cgroup2_mount(char *out, size_t size) {
+/* The cgroup at path CG of the unified hierarchy, opened through a cgroup2
+ * mount of this mount namespace that shows the whole tree. The last such
+ * mount listed is tried first: one mounted over another hides it (crun's
+ * cgroup2 at /sys/fs/cgroup over a hybrid host's /sys/fs/cgroup/unified). */
+static int open_under_cgroup2(const char *cg) {
         FILE *f = fopen("/proc/self/mountinfo", "re");
-        char line[4096];
-        bool found = false;
-        while (f && !found && fgets(line, sizeof(line), f)) {
-                char *sep = strstr(line, " - cgroup2 ");
-                char mnt[2048];
-                if (sep && sscanf(line, "%*s %*s %*s %*s %2047s", mnt) == 1 && strlen(mnt) < size) {
-                        strcpy(out, mnt);
-                        found = true;
-                }
+        char line[4096], mnts[8][2048], full[4200];
+        int n = 0, fd = -1;
+        while (f && fgets(line, sizeof(line), f)) {
+                char root[2048];
+                if (strstr(line, " - cgroup2 ") && sscanf(line, "%*s %*s %*s %2047s %2047s", root, mnts[n % 8]) == 2 &&
+                    strcmp(root, "/") == 0)
+                        n++;
         }
         if (f)
                 fclose(f);
-        return found;
+        for (int i = n - 1; i >= 0 && i >= n - 8 && fd < 0; i--) {
+                snprintf(full, sizeof(full), "%s%s", mnts[i % 8], cg);
+                fd = open(full, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        }
+        return fd;
 }
 
 static int open_cgroup(int pid) {
-        char path[64], text[4096], mine[4096], cg[2048], self[2048], mnt[2048], full[4200];
+        char path[64], text[4096], mine[4096], cg[2048], self[2048];
         snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
         if (read_small(AT_FDCWD, path, text, sizeof(text)) < 0 ||
             read_small(AT_FDCWD, "/proc/self/cgroup", mine, sizeof(mine)) < 0 || !unified_path(text, cg, sizeof(cg)) ||
             !unified_path(mine, self, sizeof(self)))
                 return -1;
         /* The runtime's own cgroup, or the root, is not the container's. */
-        if (strcmp(cg, self) == 0 || strcmp(cg, "/") == 0 || !cgroup2_mount(mnt, sizeof(mnt)))
+        if (strcmp(cg, self) == 0 || strcmp(cg, "/") == 0)
                 return -1;
-        snprintf(full, sizeof(full), "%s%s", mnt, cg);
-        return open(full, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        return open_under_cgroup2(cg);
 }
 
 int oci_target_open(int pid, int *ret_pidfd, int *ret_cgroup_fd, char *err, size_t size) {

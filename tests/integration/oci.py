@@ -63,6 +63,7 @@ class Crun:
         self.root = os.path.join(self.dir, "state")
         self.bus_address = bus_address
         self.log = os.path.join(self.dir, "crun.log")
+        self.manager = "disabled"  # "cgroupfs" for a container given linux.cgroupsPath
 
     def cleanup(self):
         for name in os.listdir(self.root) if os.path.isdir(self.root) else ():
@@ -76,12 +77,12 @@ class Crun:
             p = subprocess.run(
                 ["unshare", "-m", "sh", "-c",
                  'mount --make-rprivate / && mount -t cgroup2 none /sys/fs/cgroup && exec "$@"', "sh",
-                 CRUN, "--cgroup-manager=disabled", "--root", self.root] + list(args),
+                 CRUN, "--cgroup-manager=" + self.manager, "--root", self.root] + list(args),
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=30)
         with open(self.log) as f:
             return p.returncode, f.read()
 
-    def bundle(self, name, annotations, cpus=None, hook_env=()):
+    def bundle(self, name, annotations, cpus=None, hook_env=(), cgroup=None):
         """A bundle whose config.json carries the hooks as hooks.d would add them."""
         b = os.path.join(self.dir, name)
         rootfs = os.path.join(b, "rootfs")
@@ -100,6 +101,8 @@ class Crun:
             "linux": {"namespaces": [{"type": t} for t in ("pid", "mount", "ipc", "uts")]},
             "annotations": annotations,
         }
+        if cgroup is not None:
+            config["linux"]["cgroupsPath"] = cgroup  # below cgroup2's root as mounted for crun
         if cpus is not None:
             config["linux"]["resources"] = {"cpu": {"cpus": cpus}}
         if hook_wanted(annotations):
@@ -128,8 +131,8 @@ class Crun:
         except FileNotFoundError:
             return []
 
-    def create(self, name, annotations, cpus=None):
-        return self.run("create", "--bundle", self.bundle(name, annotations, cpus), name)
+    def create(self, name, annotations, cpus=None, cgroup=None):
+        return self.run("create", "--bundle", self.bundle(name, annotations, cpus, cgroup=cgroup), name)
 
     def state(self, name):
         code, out = self.run("state", name)

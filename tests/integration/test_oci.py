@@ -10,6 +10,7 @@ import time
 
 from contract import NATIVE_IFACE
 from fixtures import BrokerTestCase, STANDIN, main, skip_notice
+from held_util import make_cgroup
 import oci
 
 CPU = 1 if os.path.exists("/sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us") else 0
@@ -35,10 +36,10 @@ class OciTestCase(BrokerTestCase):
         self.addCleanup(self.crun.cleanup)
         self.hook_log = os.path.join(self.crun.dir, "hooks.err")
 
-    def create(self, name, annotations, cpus=None):
+    def create(self, name, annotations, cpus=None, cgroup=None):
         a = dict(annotations)
         a["run.oci.hooks.stderr"] = self.hook_log  # crun's own key: where hooks' stderr goes
-        code, out = self.crun.create(name, a, cpus)
+        code, out = self.crun.create(name, a, cpus, cgroup)
         return code, out
 
     def hook_stderr(self):
@@ -82,6 +83,35 @@ class TestLifetime(OciTestCase):
         self.assertEqual(code, 0, out)
         self.assertEqual(self.crun.hook_runs(), ["created", "stopped"])
         self.assertEqual(self.hook_stderr(), "", "poststop after the end printed something")
+
+    def test_cgroup_bound_released_on_kill_before_poststop(self):
+        # The container in a cgroup of its own: one the test makes under the
+        # unified tree, crun (cgroupfs manager) making the container's below it.
+        parent = make_cgroup(self)
+        path = os.path.join(parent, "c5")
+        self.addCleanup(lambda: self.crun.run("delete", "-f", "c5"))  # before the parent's removal
+        self.crun.manager = "cgroupfs"
+        _ = self.daemon
+        code, out = self.create("c5", {LAT: "44"}, cgroup="/%s/c5" % os.path.basename(parent))  # crun's view
+        self.assertEqual(code, 0, out + self.hook_stderr())
+        self.assertEqual(self.crun.run("start", "c5")[0], 0)
+        with open(os.path.join(path, "cgroup.procs")) as f:
+            self.assertIn(str(self.init_pid("c5")), f.read().split())
+        self.assertKernelAtMost(44)
+        [r] = self.ours("c5")
+        # Its path as the hook opened it: in crun's mount namespace, cgroup2 at /sys/fs/cgroup.
+        rel = "/%s/c5" % os.path.basename(parent)
+        self.assertEqual((r["bound_to"], r["target"]), ("cgroup", "/sys/fs/cgroup" + rel))
+        os.kill(self.init_pid("c5"), signal.SIGKILL)
+        self.assert_eventually(self.kernel.released, what="the bound to go with the container's processes")
+        self.assertEqual(self.crun.state("c5")["status"], "stopped")
+        self.assertNotIn("stopped", self.crun.hook_runs(), "poststop ran before crun delete")
+        self.assertEqual(self.ours("c5"), [])
+        code, out = self.crun.run("delete", "c5")
+        self.assertEqual(code, 0, out)
+        self.assertEqual(self.crun.hook_runs(), ["created", "stopped"])
+        self.assertEqual(self.hook_stderr(), "", "poststop after the end printed something")
+        self.assertFalse(os.path.exists(path), "crun delete left the container's cgroup")
 
     def test_poststop_cancels_and_is_idempotent(self):
         _ = self.daemon
