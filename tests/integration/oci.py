@@ -8,6 +8,7 @@ has no cgroup of its own, so the hook binds the request to its init's pidfd."""
 import json
 import os
 import re
+import resource
 import shutil
 import struct
 import subprocess
@@ -137,3 +138,81 @@ class Crun:
     def state(self, name):
         code, out = self.run("state", name)
         return json.loads(out) if code == 0 else None
+
+
+PODMAN = shutil.which("podman")
+
+
+class Podman:
+    """podman on a --rootfs (no image, no registry) with storage of its own and
+    the shipped hooks.d file in a --hooks-dir, the hook given the test's bus.
+    Here podman, like crun, runs in a private mount namespace with cgroup2 at
+    /sys/fs/cgroup (crun refuses hybrid cgroups), the cgroupfs manager placing
+    the container below a cgroup the caller names. It is --privileged: with
+    any device rule crun loads a BPF device filter, and raising RLIMIT_MEMLOCK
+    for it needs CAP_SYS_RESOURCE; the rlimits podman would raise are given
+    below this process's own."""
+
+    def __init__(self, bus_address):
+        self.dir = tempfile.mkdtemp(prefix="pmqos-podman-")
+        self.hooks_dir = os.path.join(self.dir, "hooks.d")
+        os.mkdir(self.hooks_dir)
+        self.marker = os.path.join(self.dir, "hook-runs")
+        self.hook_log = os.path.join(self.dir, "hooks.err")
+        wrapper = os.path.join(self.dir, "hook-wrapper")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/sh\nstate=$(cat)\necho "$state" >> %s\nexport DBUS_SYSTEM_BUS_ADDRESS=%s\n'
+                    'echo "$state" | exec %s "$@" 2>>%s\n' % (self.marker, bus_address, HOOK, self.hook_log))
+        os.chmod(wrapper, 0o755)
+        spec = hooks_d()
+        spec["hook"]["path"] = wrapper
+        with open(os.path.join(self.hooks_dir, "pmqos-oci-hook.json"), "w") as f:
+            json.dump(spec, f)
+        self.rootfs = os.path.join(self.dir, "rootfs")
+        for d in ("bin", "proc", "dev", "sys", "tmp", "etc", "run"):
+            os.makedirs(os.path.join(self.rootfs, d))
+        shutil.copy(BUSYBOX, os.path.join(self.rootfs, "bin", "busybox"))
+
+    def run(self, *args):
+        p = subprocess.run(
+            ["unshare", "-m", "sh", "-c",
+             'mount --make-rprivate / && mount -t cgroup2 none /sys/fs/cgroup && exec "$@"', "sh",
+             PODMAN, "--root", os.path.join(self.dir, "storage"), "--runroot", os.path.join(self.dir, "run"),
+             "--tmpdir", os.path.join(self.dir, "tmp"), "--cgroup-manager", "cgroupfs", "--events-backend", "none",
+             "--hooks-dir", self.hooks_dir] + list(args),
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stdout + p.stderr
+
+    def start(self, name, annotations, cgroup_parent):
+        nofile = min(1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1])  # enough for a sleep
+        nproc = min(1024, resource.getrlimit(resource.RLIMIT_NPROC)[1])
+        args = ["run", "-d", "--name", name, "--privileged", "--pids-limit=-1",
+                "--network=none", "--ulimit", "nofile=%d:%d" % (nofile, nofile),
+                "--ulimit", "nproc=%d:%d" % (nproc, nproc), "--cgroup-parent", cgroup_parent]
+        for k, v in annotations.items():
+            args += ["--annotation", "%s=%s" % (k, v)]
+        # --rootfs is a flag: the first argument is then the tree, the rest the command.
+        return self.run(*(args + ["--rootfs", self.rootfs, "/bin/busybox", "sleep", "1000"]))
+
+    def pid(self, name):
+        code, out = self.run("inspect", "-f", "{{.State.Pid}}", name)
+        return int(out.split()[0]) if code == 0 else None
+
+    def hook_runs(self):
+        try:
+            with open(self.marker) as f:
+                return [json.loads(line).get("status") for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def hook_stderr(self):
+        try:
+            with open(self.hook_log) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def cleanup(self):
+        self.run("rm", "-af")
+        subprocess.run(["umount", "-R", os.path.join(self.dir, "storage")], capture_output=True)
+        shutil.rmtree(self.dir, True)
