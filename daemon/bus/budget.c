@@ -25,15 +25,16 @@ typedef struct UserBudget {
         unsigned n_conns, n_pings;
 } UserBudget;
 
+/* One for every connection that called: kept small (the bench's
+ * connections row), the room for held calls only made for one that needs it. */
 typedef struct ConnBudget {
         Budget *budget;
-        char *name;
         UserBudget *user; /* NULL until the bus said whose it is */
         uint64_t unread;  /* bytes sent to it since it last answered a Ping */
-        unsigned n_unknown;
         sd_bus_slot *ping;
-        sd_bus_message *held[BUDGET_HELD_PER_CONNECTION]; /* calls waiting for its answer (or another's) */
-        unsigned n_held;
+        sd_bus_message **held; /* BUDGET_HELD_PER_CONNECTION calls waiting for its answer (or another's), or NULL */
+        unsigned n_unknown, n_held;
+        char name[]; /* unique bus name */
 } ConnBudget;
 
 struct Budget {
@@ -129,7 +130,7 @@ static void conn_free(ConnBudget *cb) {
                 cb->user->unread -= cb->unread;
                 cb->user->n_conns--;
         }
-        free(cb->name);
+        free(cb->held);
         free(cb);
 }
 
@@ -152,13 +153,13 @@ static ConnBudget *conn_get(Budget *b, const char *name) {
         ConnBudget *cb = hashmap_get(&b->conns, name);
         if (cb || !make_room(b))
                 return cb;
-        cb = calloc(1, sizeof(ConnBudget));
+        size_t len = strlen(name);
+        cb = calloc(1, sizeof(ConnBudget) + len + 1);
         if (!cb)
                 return NULL;
         cb->budget = b;
-        cb->name = strdup(name);
-        if (!cb->name || hashmap_put(&b->conns, cb->name, cb) < 0) {
-                free(cb->name);
+        memcpy(cb->name, name, len + 1);
+        if (hashmap_put(&b->conns, cb->name, cb) < 0) {
                 free(cb);
                 return NULL;
         }
@@ -271,7 +272,9 @@ static void charge(ConnBudget *cb, uint64_t bytes) {
  * them, and polkit's), it goes unanswered. */
 static int hold(Budget *b, ConnBudget *cb, sd_bus_message *m) {
         ask_ping(b, cb);
-        if (cb->n_held < BUDGET_HELD_PER_CONNECTION && calls_keep(b->calls, b->calls->max_kept / 2)) {
+        if (!cb->held)
+                cb->held = calloc(BUDGET_HELD_PER_CONNECTION, sizeof(sd_bus_message *));
+        if (cb->held && cb->n_held < BUDGET_HELD_PER_CONNECTION && calls_keep(b->calls, b->calls->max_kept / 2)) {
                 cb->held[cb->n_held++] = sd_bus_message_ref(m);
                 return 1;
         }
