@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "pmqosctl.h"
@@ -260,6 +261,7 @@ static int run_loop(standin *s, pid_t child, int sfd, int ready, const run_setup
 
 /* --serve DIR: the stand-in on DIR in the host's mount namespace, for
  * services that bind DIR/cpu_dma_latency over the device; until SIGTERM.
+ * Under systemd it says READY=1 once mounted and connected to the broker.
  * Only root's opens are served (mode 0600, and checked): a service of
  * another user cannot make requests as root through it. The server keeps
  * CAP_SYS_ADMIN alone, to unmount DIR when it stops. */
@@ -279,6 +281,8 @@ static int run_serve(standin *s, const char *dir, int sfd) {
         if (r == 0) {
                 (void) pmqos_client_get_fd(s->backend.client);
                 drop_capabilities(CAP_SYS_ADMIN);
+                /* Type=notify: units ordered after this one find DIR/cpu_dma_latency to bind. */
+                (void) sd_notify(0, "READY=1");
                 r = run_loop(s, 0, sfd, -1, NULL);
         } else
                 r = EXIT_RUN_FAILED;

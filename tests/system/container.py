@@ -113,7 +113,7 @@ class Container:
         self.nspawn = subprocess.Popen(
             ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.cgroup,
              "systemd-nspawn", "-q", "-D", self.tree, "--volatile=overlay", "--boot", "--register=no",
-             "--keep-unit", "--system-call-filter=bpf", "--bind=%s" % DEVICE,
+             "--keep-unit", "--system-call-filter=bpf", "--bind=%s" % DEVICE, "--bind=/dev/fuse",
              "--bind-ro=%s:/pmqos-install" % self.install_tree, "--machine=pmqos-system",
              "--console=pipe"],
             env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)

@@ -13,7 +13,7 @@ import signal
 import sys
 import unittest
 
-from container import MEMBER, NATIVE, PLAIN, QOS, BUS, PATH, SystemTestCase, kernel, wait_for
+from container import SOURCE_ROOT, MEMBER, NATIVE, PLAIN, QOS, BUS, PATH, SystemTestCase, kernel, wait_for
 
 
 class TestService(SystemTestCase):
@@ -361,3 +361,65 @@ class TestUnitRules(SystemTestCase):
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
+
+
+def man_blocks(after):
+    """The .nf/.fi blocks of pmqosctl(1) after the text AFTER, as a reader
+    copies them from the rendered page (roff's \\- is a -)."""
+    with open(os.path.join(SOURCE_ROOT, "client-lib", "pmqosctl.1")) as f:
+        text = f.read()
+    text = text[text.index(after):]
+    return [b.split(".fi\n", 1)[0].replace("\\-", "-") for b in text.split(".nf\n")[1:]]
+
+
+class TestStandinService(SystemTestCase):
+    """pmqosctl run --serve under the real systemd, with pmqosctl(1)'s unit and
+    drop-in copied as they are: a service writing to /dev/cpu_dma_latency
+    makes a request of its own process through the stand-in, released when it
+    stops."""
+
+    SERVICE = ("[Service]\nExecStart=/usr/bin/python3 -c \"import os, struct, time; "
+               "fd = os.open('/dev/cpu_dma_latency', os.O_WRONLY); os.write(fd, struct.pack('i', 57)); "
+               "time.sleep(100000)\"\n")
+
+    def setUp(self):
+        super().setUp()
+        unit, dropin = man_blocks("A service given the stand-in")[:2]
+        self.assertIn("--serve /run/pmqos-standin", unit)
+        self.assertIn("BindPaths=/run/pmqos-standin/cpu_dma_latency:/dev/cpu_dma_latency", dropin)
+        for path, text in (("/run/systemd/system/pmqos-standin.service", unit),
+                           ("/run/systemd/system/pmqos-standin-test.service", self.SERVICE),
+                           ("/run/systemd/system/pmqos-standin-test.service.d/pmqos-standin.conf", dropin)):
+            self.c.sh("mkdir -p %s && cat > %s <<'PMQOS_EOF'\n%sPMQOS_EOF" % (os.path.dirname(path), path, text),
+                      check=True)
+        self.c.sh("systemctl daemon-reload", check=True)
+
+    def tearDown(self):
+        self.c.sh("systemctl stop pmqos-standin-test pmqos-standin; rm -rf /run/systemd/system/pmqos-standin*; "
+                  "systemctl daemon-reload")
+        super().tearDown()
+
+    def requests(self):
+        out = self.c.sh("busctl --system --json=short call %s %s %s ListRequests" % (BUS, PATH, NATIVE),
+                        check=True).stdout
+        return [{k: v["data"] for k, v in r.items()} for r in json.loads(out)["data"][0]]
+
+    def test_service_through_the_documented_dropin(self):
+        self.start()
+        self.c.sh("systemctl start pmqos-standin-test", check=True)  # pulls in pmqos-standin.service
+        self.assertEqual(self.c.sh("systemctl is-active pmqos-standin").stdout.strip(), "active")
+        pid = int(self.c.sh("systemctl show -P MainPID pmqos-standin-test").stdout.strip() or 0)
+        self.assertNotEqual(pid, 0)
+        wait_for(lambda: kernel() == 57, what="the service's value at the kernel")
+        # The service's own: bound to its process, which the target and the
+        # reason name (pid and exec are the caller's, the stand-in's server).
+        mine = [r for r in self.requests() if r["target"].startswith("pid %d " % pid)]
+        self.assertEqual(len(mine), 1, self.requests())
+        r = mine[0]
+        self.assertEqual((r["value"], r["bound_to"], r["reason"]), (57, "process", "services (pid %d)" % pid))
+        self.assertIn("(/usr/bin/python3 -c import os, struct, time;", r["target"])
+        self.assertIn("pmqosctl run --reason services --serve /run/pmqos-standin", r["exec"])
+        self.c.sh("systemctl stop pmqos-standin-test", check=True)
+        wait_for(lambda: kernel() == self.baseline, what="the bound to go with the service")
+        self.assertEqual([r for r in self.requests() if r["target"].startswith("pid %d " % pid)], [])
+        self.assertEqual(self.c.sh("systemctl is-active pmqos-standin").stdout.strip(), "active")
