@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -16,6 +17,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "record/fd-name.h"
 #include "record/state-file.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -69,9 +71,29 @@ int service_drop_privileges(const struct passwd *pw, const char *state_dir, Runt
 
 /* A restart under systemd: the device's descriptor comes back from the
  * store (LISTEN_FDS, named DEVICE_FDNAME); anything else passed is closed. */
+/* Whether name is a held request's: then it goes to held[*n]. */
+static bool take_held(const char *name, int fd, StoredFd *held, size_t *n) {
+        FdNameKind kind;
+        uint32_t cookie;
+        if (!held || !name || fd_name_parse(name, &kind, &cookie) < 0)
+                return false;
+        held[(*n)++] = (StoredFd){ .kind = kind == FD_NAME_PROCESS  ? HOLD_PROCESS
+                                           : kind == FD_NAME_CGROUP ? HOLD_CGROUP
+                                                                    : HOLD_FD,
+                                   .cookie = cookie,
+                                   .fd = fd };
+        return true;
+}
+
+/* The held requests' descriptors taken back, until service_store_device_fds(). */
+static StoredFd *stored_held;
+static size_t n_stored_held;
+
 void service_take_stored_fds(CoreConfig *core) {
         char **names = NULL;
         int n = sd_listen_fds_with_names(true, &names);
+        StoredFd *held = n > 0 ? calloc((size_t) n, sizeof(StoredFd)) : NULL;
+        size_t n_held = 0;
 
         for (int i = 0; i < n; i++) {
                 int fd = SD_LISTEN_FDS_START + i;
@@ -81,12 +103,22 @@ void service_take_stored_fds(CoreConfig *core) {
                 } else if (!core->have_wakeup_fd && names && names[i] && strcmp(names[i], WAKEUP_FDNAME) == 0) {
                         core->have_wakeup_fd = true;
                         core->wakeup_fd = fd;
+                } else if (take_held(names ? names[i] : NULL, fd, held, &n_held)) {
+                        continue;
                 } else {
                         log_warning("Closing descriptor %d (\"%s\") passed by the service manager: not ours.", fd,
                                     names && names[i] ? names[i] : "");
                         close(fd);
+                        if (getenv("NOTIFY_SOCKET") && names && names[i] && names[i][0] && strlen(names[i]) < 240 &&
+                            !strchr(names[i], '\n')) {
+                                char state[288];
+                                snprintf(state, sizeof(state), "FDSTOREREMOVE=1\nFDNAME=%s", names[i]);
+                                (void) sd_notify(false, state);
+                        }
                 }
         }
+        stored_held = held;
+        n_stored_held = n_held;
         if (names)
                 for (char **p = names; *p; p++)
                         free(*p);
@@ -105,6 +137,13 @@ static void store_fd(int fd, const char *state, const char *device) {
  * kernel keeps our bounds while we restart; a stop releases them. */
 void service_store_device_fds(Manager *m, const CoreConfig *core) {
         bool notify = getenv("NOTIFY_SOCKET") != NULL;
+
+        /* Held requests' descriptors: to the store, and back from it (adopt.c). */
+        m->holds.fdstore = notify;
+        m->holds.stored = stored_held;
+        m->holds.n_stored = n_stored_held;
+        stored_held = NULL;
+        n_stored_held = 0;
 
         if (core->have_device_fd && !m->core.device_adopted) {
                 /* What the store held was not the device: replace it. */

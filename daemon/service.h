@@ -12,10 +12,13 @@
 #include "record/runtime-record.h"
 
 /* A restart under systemd: the devices' descriptors come back from the
- * store (LISTEN_FDS, by name) into core; anything else passed is closed. */
+ * store (LISTEN_FDS, by name) into core, the held requests' ones (named by
+ * record/fd-name.h) kept for service_store_device_fds(), each to be matched
+ * to its record entry; anything else passed is closed. */
 void service_take_stored_fds(CoreConfig *core);
 /* The service manager keeps a copy of the devices' descriptors, so that the
- * kernel keeps our bounds while we restart; a stop releases them. */
+ * kernel keeps our bounds while we restart; a stop releases them. The held
+ * requests' ones taken back go to m's holds, and new ones go to the store. */
 void service_store_device_fds(Manager *m, const CoreConfig *core);
 /* Raises RLIMIT_NOFILE's soft limit (up to the hard one) to fit MaxHeldRequests
  * held requests (two descriptors each at most: a cgroup and its

@@ -117,6 +117,7 @@ int manager_start(Manager *m, ChangeSet *ret_changes) {
         /* 2b. Each held request goes back to its process or cgroup, if that still is the same one. */
         size_t n_entries = d->n_entries;
         Hold **held = held_rebind(m, d, owners);
+        holds_drop_stored(&m->holds); /* what the store gave back that no entry claimed */
 
         /* 3. The unit rules whose units run, in the same first write. */
         unit_rules_prime(&m->rules);

@@ -65,6 +65,7 @@ static int add_held(Manager *m, sd_bus_message *message, const Client *c, const 
                 hold_free(h);
                 return kernel_refused(m, r, error);
         }
+        hold_store(h, cookie); /* before the reply: a crash from now on keeps it */
         r = peer_fd >= 0 ? sd_bus_reply_method_return(message, "uh", cookie, peer_fd)
                          : sd_bus_reply_method_return(message, "u", cookie);
         publish(&m->pub, &changes);
@@ -179,7 +180,10 @@ static int reopen_target(const Request *req) {
 }
 
 static Hold *rebind_one(Manager *m, Request *req) {
-        Hold *h = NULL;
+        /* The very descriptor, kept by the service manager's store. */
+        Hold *h = holds_take_stored(&m->holds, req->hold, req->cookie);
+        if (h)
+                return h;
         int fd = reopen_target(req);
         if (fd == -ENOSYS)
                 log_warning("Cannot reopen the process of request %" PRIu32 ": this system has no pidfd_open(2).",
@@ -198,6 +202,7 @@ static Hold *rebind_one(Manager *m, Request *req) {
                         req->target = name;
                 }
         }
+        hold_store(h, req->cookie);
         return h;
 }
 
@@ -219,8 +224,8 @@ Hold **held_rebind(Manager *m, const RuntimeData *d, RequestOwner **owners) {
                         n_ended++;
         }
         if (n_rebound + n_ended > 0)
-                log_info("Re-bound %zu request(s) to their process or cgroup; %zu held one(s) ended (their descriptor, "
-                         "process or cgroup is gone).",
+                log_info("Re-bound %zu request(s) to their descriptor, process or cgroup; %zu held one(s) ended (their "
+                         "descriptor, process or cgroup is gone).",
                          n_rebound, n_ended);
         return held;
 }

@@ -1,17 +1,26 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Holds on the event loop: a pipe's read end watched for EPOLLHUP (the last
  * copy of its write end closed, anywhere), a pidfd for EPOLLIN (its process
- * exited), a cgroup's cgroup.events for EPOLLPRI, re-read at each wake-up. */
+ * exited), a cgroup's cgroup.events for EPOLLPRI, re-read at each wake-up.
+ * Under a service manager, each hold's descriptor is also kept in its store
+ * under one name per cookie (record/fd-name.h), so that across a restart or
+ * a crash the pipe, the pidfd or the cgroup stays open (the kernel keeps the
+ * bound: the device is in the store as well), and comes back at start to its
+ * record entry, matched by cookie and kind. */
 
 #include "bus/holds.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "record/fd-name.h"
 #include "util/log.h"
 
 void holds_init(Holds *hs, sd_event *event, unsigned max, void (*ended)(Hold *h, void *userdata), void *userdata) {
@@ -19,11 +28,19 @@ void holds_init(Holds *hs, sd_event *event, unsigned max, void (*ended)(Hold *h,
 }
 
 void holds_done(Holds *hs) {
+        for (size_t i = 0; i < hs->n_stored; i++)
+                if (hs->stored[i].fd >= 0)
+                        close(hs->stored[i].fd);
+        free(hs->stored);
+        hs->stored = NULL;
+        hs->n_stored = 0;
         for (Hold *h = hs->head, *next; h; h = next) {
                 next = h->next;
                 hold_free(h);
         }
 }
+
+static void hold_unstore(Hold *h);
 
 Hold *hold_free(Hold *h) {
         if (!h)
@@ -36,6 +53,7 @@ Hold *hold_free(Hold *h) {
         if (h->next)
                 h->next->prev = h->prev;
         hs->n--;
+        hold_unstore(h);
         sd_event_source_disable_unref(h->source);
         if (h->fd >= 0)
                 close(h->fd);
@@ -155,4 +173,104 @@ int hold_new_cgroup(Holds *hs, int dir_fd, Hold **ret) {
                 return r == 0 ? -ECHILD : r;
         }
         return 0;
+}
+
+/* The service manager's store. */
+
+static FdNameKind name_kind(RequestHold kind) {
+        return kind == HOLD_PROCESS ? FD_NAME_PROCESS : kind == HOLD_CGROUP ? FD_NAME_CGROUP : FD_NAME_HOLD;
+}
+
+static void notify_name(const char *what, RequestHold kind, uint32_t cookie, const int *fd) {
+        char name[FD_NAME_MAX], state[64];
+        snprintf(state, sizeof(state), "%s\nFDNAME=%s", what, fd_name_format(name, name_kind(kind), cookie));
+        int r = fd ? sd_pid_notify_with_fds(0, false, state, fd, 1) : sd_notify(false, state);
+        if (r <= 0)
+                log_warning("Cannot %s %s in the service manager's descriptor store (%s)%s.", fd ? "keep" : "remove",
+                            name, r < 0 ? strerror(-r) : "not supported",
+                            fd ? ": its request ends if pmqosd restarts. Is FileDescriptorStoreMax= large enough?"
+                               : "");
+}
+
+void hold_store(Hold *h, uint32_t cookie) {
+        if (!h->holds->fdstore || h->fd < 0 || cookie == 0)
+                return;
+        notify_name("FDSTORE=1", h->kind, cookie, &h->fd);
+        h->stored_cookie = cookie;
+}
+
+static void hold_unstore(Hold *h) {
+        if (h->stored_cookie && h->holds->fdstore)
+                notify_name("FDSTOREREMOVE=1", h->kind, h->stored_cookie, NULL);
+        h->stored_cookie = 0;
+}
+
+static int hold_on(Holds *hs, RequestHold kind, int fd, Hold **ret) {
+        switch (kind) {
+        case HOLD_FD:
+                return hold_new_fd(hs, fd, ret, NULL);
+        case HOLD_PROCESS:
+                return hold_new_process(hs, fd, ret);
+        default:
+                return hold_new_cgroup(hs, fd, ret);
+        }
+}
+
+Hold *holds_take_stored(Holds *hs, RequestHold kind, uint32_t cookie) {
+        for (size_t i = 0; i < hs->n_stored; i++) {
+                StoredFd *s = &hs->stored[i];
+                if (s->fd < 0 || s->cookie != cookie || s->kind != kind)
+                        continue;
+                Hold *h = NULL;
+                int fd = s->fd;
+                s->fd = -1;
+                int r = hold_on(hs, kind, fd, &h);
+                if (r < 0 || !h) {
+                        /* A cgroup emptied while pmqosd was away (-ECHILD), or no memory. */
+                        close(fd);
+                        if (hs->fdstore)
+                                notify_name("FDSTOREREMOVE=1", kind, cookie, NULL);
+                        return NULL;
+                }
+                h->stored_cookie = cookie; /* in the store already */
+                return h;
+        }
+        return NULL;
+}
+
+/* A live hold whose name is (kind, cookie), or NULL. */
+static Hold *find_stored(Holds *hs, RequestHold kind, uint32_t cookie) {
+        for (Hold *h = hs->head; h; h = h->next)
+                if (h->stored_cookie == cookie && h->kind == kind)
+                        return h;
+        return NULL;
+}
+
+void holds_drop_stored(Holds *hs) {
+        size_t n = 0;
+        for (size_t i = 0; i < hs->n_stored; i++) {
+                StoredFd *s = &hs->stored[i];
+                if (s->fd < 0)
+                        continue;
+                char name[FD_NAME_MAX];
+                log_warning("Closing descriptor %d (\"%s\") passed by the service manager: no request of the runtime "
+                            "record is request %" PRIu32 " of that kind.",
+                            s->fd, fd_name_format(name, name_kind(s->kind), s->cookie), s->cookie);
+                close(s->fd);
+                s->fd = -1;
+                n++;
+                if (!hs->fdstore)
+                        continue;
+                notify_name("FDSTOREREMOVE=1", s->kind, s->cookie, NULL);
+                /* The removal took every entry of that name: a duplicate of a
+                 * live hold's goes back in. */
+                Hold *live = find_stored(hs, s->kind, s->cookie);
+                if (live)
+                        notify_name("FDSTORE=1", live->kind, live->stored_cookie, &live->fd);
+        }
+        free(hs->stored);
+        hs->stored = NULL;
+        hs->n_stored = 0;
+        if (n > 0)
+                log_info("Closed %zu stored descriptor(s) that no recorded request claimed.", n);
 }

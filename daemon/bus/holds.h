@@ -12,6 +12,14 @@
 
 typedef struct Hold Hold;
 
+/* A held request's descriptor handed back by the service manager's store
+ * at start (named by record/fd-name.h), waiting for its record entry. */
+typedef struct StoredFd {
+        RequestHold kind;
+        uint32_t cookie;
+        int fd; /* -1 once taken */
+} StoredFd;
+
 typedef struct Holds {
         sd_event *event;
         Hold *head;
@@ -21,6 +29,12 @@ typedef struct Holds {
          * manager drops h->owner); h is freed right after. */
         void (*ended)(Hold *h, void *userdata);
         void *userdata;
+        /* Under a service manager with a store: each hold's descriptor is
+         * kept there too (hold_store()), and removed when its request ends.
+         * Cleared at shutdown, so a stop or restart removes none. */
+        bool fdstore;
+        StoredFd *stored; /* taken at start, until holds_drop_stored() */
+        size_t n_stored;
 } Holds;
 
 struct Hold {
@@ -30,7 +44,8 @@ struct Hold {
         int fd;        /* ours: the pipe's read end (HOLD_FD), the pidfd, or the cgroup's directory */
         int events_fd; /* HOLD_CGROUP: the cgroup's cgroup.events; else -1 */
         sd_event_source *source;
-        bool ending; /* ended() runs: the request goes, the hold stays until it returned */
+        bool ending;            /* ended() runs: the request goes, the hold stays until it returned */
+        uint32_t stored_cookie; /* its name in the service manager's store, or 0 */
         Hold *prev, *next;
 };
 
@@ -51,6 +66,18 @@ int hold_new_process(Holds *hs, int pidfd, Hold **ret);
 int hold_new_cgroup(Holds *hs, int dir_fd, Hold **ret);
 /* Closes its descriptors; its request, if any, is not touched. NULL-safe. */
 Hold *hold_free(Hold *h);
+
+/* Hands h's descriptor (the pipe's read end, the pidfd, the cgroup's
+ * directory) to the service manager's store as the name of (h->kind,
+ * cookie), if Holds.fdstore; hold_free() removes it again. */
+void hold_store(Hold *h, uint32_t cookie);
+/* The hold of cookie's descriptor handed back by the store, if one of
+ * kind came back: a new hold on it, in the store already; else NULL (none,
+ * or what it served is gone: the descriptor is closed and removed). */
+Hold *holds_take_stored(Holds *hs, RequestHold kind, uint32_t cookie);
+/* Closes (and removes from the store) every descriptor the store handed
+ * back that no record entry took, saying so. */
+void holds_drop_stored(Holds *hs);
 
 /* The request h owns, or NULL. */
 static inline Request *hold_request(const Hold *h) {

@@ -117,7 +117,10 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
         /* Calls first (they point at clients and polkit queries), then the
-         * features, then the requests, then the clients that owned them. */
+         * features, then the requests, then the clients that owned them.
+         * The holds' descriptors stay in the service manager's store: it
+         * keeps them across a restart and closes them itself at a stop. */
+        m->holds.fdstore = false;
         m->budget = budget_free(m->budget); /* counts calls and clients by name only */
         if (m->auth)
                 calls_done(&m->calls);
