@@ -16,10 +16,17 @@ from gi.repository import GLib
 
 from contract import NATIVE_IFACE, PATH, UPOWER_PATH
 from fixtures import BrokerTestCase, PrivateBus, main, small_tmpfs
+from held_util import hold, requests_by_cookie
 
 
 def listing(c):
     return sorted((r for r in c.call("ListRequests", iface=NATIVE_IFACE)[0]), key=lambda r: r["cookie"])
+
+
+def read_only(pid, fd):
+    with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+        flags = next(int(line.split()[1], 8) for line in f if line.startswith("flags:"))
+    return flags & os.O_ACCMODE == os.O_RDONLY
 
 
 class RestartTestCase(BrokerTestCase):
@@ -251,6 +258,45 @@ class TestStoredDescriptor(RestartTestCase):
             self.assertKernelAtMost(52)
         finally:
             os.close(fd)
+
+    def test_held_descriptor_taken_back(self):
+        # Hold()'s pipe as the store would keep it: a read end of that very
+        # pipe (opened through /proc), passed back named hold-COOKIE, with a
+        # stray name beside it that must be closed, not trusted.
+        c = self.client()
+        cookie, held = hold(c, 47, {"reason": GLib.Variant("s", "kept")})
+        self.assertKernelAtMost(47)
+        ino = os.fstat(held).st_ino
+        pid = self.daemon.proc.pid
+        # Its read end (the write end may not be closed yet: the reply goes first).
+        ours = [n for n in os.listdir("/proc/%d/fd" % pid)
+                if os.readlink("/proc/%d/fd/%s" % (pid, n)) == "pipe:[%d]" % ino and read_only(pid, n)]
+        self.assertEqual(len(ours), 1)
+        fd = os.open("/proc/%d/fd/%s" % (pid, ours[0]), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        stray = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            self.daemon.proc.send_signal(signal.SIGKILL)
+            self.daemon.proc.wait(60)
+            self.daemon.log.close()
+            wrapper = os.path.join(self.bus.dir, "with-held-fds")
+            with open(wrapper, "w") as f:
+                f.write("#!/usr/bin/python3\nimport os, sys\nos.dup2(%d, 3)\nos.dup2(%d, 4)\n"
+                        "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='2', LISTEN_FDNAMES=%r)\n"
+                        "os.execvp(sys.argv[1], sys.argv[1:])\n" % (fd, stray, "hold-%d:hold-99999" % cookie))
+            os.chmod(wrapper, 0o755)
+            self.start_daemon(state_dir=self.daemon.state_dir, pass_fds=(fd, stray), via=wrapper)
+        finally:
+            os.close(fd)
+            os.close(stray)
+        self.assertIn('"hold-99999"', self.daemon.output())
+        c = self.client()
+        entry = requests_by_cookie(c).get(cookie)
+        self.assertIsNotNone(entry, "the held request did not come back")
+        self.assertEqual((entry["bound_to"], entry["reason"], entry["value"]), ("fd", "kept", 47))
+        self.assertKernelAtMost(47)
+        os.close(held)  # the last copy of the write end: the request ends
+        self.assert_eventually(lambda: cookie not in requests_by_cookie(c), what="the request to end at the close")
+        self.assert_eventually(self.kernel.released, what="the bound to lift at the descriptor's close")
 
     def test_descriptor_of_something_else_refused(self):
         with tempfile.NamedTemporaryFile() as other:
