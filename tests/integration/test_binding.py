@@ -2,6 +2,8 @@
 """The Python binding (import pmqos) with Debian's /usr/bin/python3, on the
 live broker and the real device."""
 
+import ctypes
+import errno
 import os
 import subprocess
 import sys
@@ -182,6 +184,11 @@ class TestClient(BindingTestCase):
             with self.assertRaises(pmqos.BrokerUnavailable) as e:
                 pmqos.Client()
             self.assertIsInstance(e.exception, ConnectionError)
+            lib = pmqos._library()
+            lib.pmqos_strerror.restype = ctypes.c_char_p
+            lib.pmqos_strerror.argtypes = [ctypes.c_int]
+            sentence = lib.pmqos_strerror(-errno.ECONNREFUSED).decode()
+            self.assertTrue(str(e.exception).endswith(": " + sentence), str(e.exception))
             os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=/nonexistent/bus"
             with self.assertRaises(ConnectionError):
                 pmqos.hold(10).__enter__()

@@ -197,8 +197,15 @@ def _raise(r, client=None, what="pmqos call failed"):
     if client:
         raw = _library().pmqos_client_last_error(client)
         message = raw.decode("utf-8", "replace") if raw else None
+    if not message:
+        # the same sentence as pmqos_strerror(), so C and Python programs say one thing
+        lib = _library()
+        lib.pmqos_strerror.restype = ctypes.c_char_p
+        lib.pmqos_strerror.argtypes = [ctypes.c_int]
+        raw = lib.pmqos_strerror(r)
+        message = raw.decode("utf-8", "replace") if raw else os.strerror(errnum)
     cls = _ERRORS.get(errnum, Error)
-    raise cls("%s: %s" % (what, message or os.strerror(errnum)), errnum)
+    raise cls("%s: %s" % (what, message), errnum)
 
 
 U32_MAX = 2 ** 32 - 1
