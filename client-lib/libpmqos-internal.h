@@ -78,6 +78,7 @@ typedef struct RequestArgs {
 } RequestArgs;
 
 /* The requests made through c (libpmqos-issue.c). */
+int client_append_options(sd_bus_message *m, const RequestArgs *a);
 Entry *client_entry_free(Entry *e);
 Entry *client_find_entry(pmqos_client *c, uint32_t cookie, Entry ***ret_link);
 /* Native Request(); *ret_cookie is the broker's cookie. */

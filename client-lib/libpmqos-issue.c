@@ -29,14 +29,9 @@ Entry *client_find_entry(pmqos_client *c, uint32_t cookie, Entry ***ret_link) {
         return NULL;
 }
 
-static int append_request(sd_bus_message *m, const void *data) {
-        const RequestArgs *a = data;
-        int r;
-
-        r = sd_bus_message_append(m, "si", "cpu_dma", a->value);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_open_container(m, 'a', "{sv}");
+/* The a{sv} options of Request, Hold and RequestFor. */
+int client_append_options(sd_bus_message *m, const RequestArgs *a) {
+        int r = sd_bus_message_open_container(m, 'a', "{sv}");
         if (r < 0)
                 return r;
         if (a->reason) {
@@ -70,6 +65,12 @@ static int append_request(sd_bus_message *m, const void *data) {
                         return r;
         }
         return sd_bus_message_close_container(m);
+}
+
+static int append_request(sd_bus_message *m, const void *data) {
+        const RequestArgs *a = data;
+        int r = sd_bus_message_append(m, "si", "cpu_dma", a->value);
+        return r < 0 ? r : client_append_options(m, a);
 }
 
 int client_issue(pmqos_client *c, const RequestArgs *a, uint32_t *ret_cookie) {

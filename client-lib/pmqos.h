@@ -131,6 +131,35 @@ enum {
 int pmqos_request_full(pmqos_client *c, int32_t usec, const char *reason, uint32_t timeout_sec, const uint32_t *cpus,
                        size_t n_cpus, uint64_t flags, uint32_t *ret_cookie);
 
+/* Hold(): a request that lives while any copy of *ret_fd is open, in this
+ * process or any other (children, a process it was passed to), whatever
+ * becomes of c. Close every copy to end it; pmqos_cancel() also works.
+ * *ret_fd is close-on-exec; clear that to pass it to a command run by exec.
+ * Arguments as pmqos_request_full() (timeout_sec an upper bound; persistent
+ * is refused). Not issued again after a broker restart: the broker keeps it
+ * in systemd's fd store. On failure *ret_cookie = 0, *ret_fd = -1. */
+int pmqos_hold_fd(pmqos_client *c, int32_t usec, const char *reason, uint32_t timeout_sec, const uint32_t *cpus,
+                  size_t n_cpus, uint32_t *ret_cookie, int *ret_fd);
+
+/* RequestFor(): a request that ends when a workload ends, not with c.
+ *  pmqos_request_for_pidfd():  pidfd from pidfd_open(2): ends when that
+ *                              process exits;
+ *  pmqos_request_for_cgroup(): path of a cgroup v2 directory, opened here
+ *                              (O_DIRECTORY) and closed before return: ends
+ *                              when the cgroup has no process left or is
+ *                              removed;
+ *  pmqos_request_for_fd():     either kind of descriptor (the caller opened
+ *                              the cgroup itself, e.g. relative to a dirfd).
+ * Anything else: -EINVAL. Another user's target needs the action
+ * request-latency-for-others. The caller's descriptor stays its own. On
+ * failure *ret_cookie = 0. */
+int pmqos_request_for_fd(pmqos_client *c, int32_t usec, int target_fd, const char *reason, uint32_t timeout_sec,
+                         const uint32_t *cpus, size_t n_cpus, uint32_t *ret_cookie);
+int pmqos_request_for_pidfd(pmqos_client *c, int32_t usec, int pidfd, const char *reason, uint32_t timeout_sec,
+                            const uint32_t *cpus, size_t n_cpus, uint32_t *ret_cookie);
+int pmqos_request_for_cgroup(pmqos_client *c, int32_t usec, const char *path, const char *reason, uint32_t timeout_sec,
+                             const uint32_t *cpus, size_t n_cpus, uint32_t *ret_cookie);
+
 /* Allows the broker to ask the user for a password (through a polkit agent)
  * when an action needs it. Off by default: such calls then fail with
  * -EACCES. Returns 0. */
