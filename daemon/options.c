@@ -16,6 +16,7 @@
 
 #include "util/log.h"
 #include "util/macro.h"
+#include "util/parse-value.h"
 
 #define DEFAULT_DEVICE "/dev/cpu_dma_latency"
 #define DEFAULT_WAKEUP_DEVICE "/dev/cpu_wakeup_latency"
@@ -59,11 +60,19 @@ static void help(void) {
                LIMITS_DEFAULT.max_per_connection, LIMITS_DEFAULT.max_per_uid, PMQOS_RULES_DIR_ETC, PMQOS_RULES_DIR_LIB);
 }
 
-static int parse_limit(const char *s, unsigned *ret) {
-        char *end;
-        errno = 0;
-        unsigned long v = strtoul(s, &end, 10);
-        if (errno != 0 || end == s || *end != 0 || s[0] == '-' || v < 1 || v > LIMIT_MAX)
+/* The grammar of pmqosd.conf (util/parse-value.h): decimal digits only, no
+ * sign or space; a number of seconds may be a time span ("5min"). */
+static int parse_limit(const char *s, bool seconds, unsigned *ret) {
+        uint64_t v;
+        int r;
+        if (seconds) {
+                r = parse_timespan(s, USEC_PER_SEC, &v);
+                if (r >= 0 && v % USEC_PER_SEC != 0)
+                        r = -EINVAL;
+                v /= USEC_PER_SEC;
+        } else
+                r = parse_decimal(s, LIMIT_MAX, &v);
+        if (r < 0 || v < 1 || v > LIMIT_MAX)
                 return -EINVAL;
         *ret = (unsigned) v;
         return 0;
@@ -95,9 +104,12 @@ static void options_default(Options *o) {
 
 /* --max-timeout and the two request limits: numbers the file may also set. */
 static int set_limit_option(Options *o, const char *arg, unsigned bit, unsigned *target) {
+        bool seconds = bit == CONFIG_SET_MAX_TIMEOUT;
         o->cli_set |= bit;
-        if (parse_limit(arg, target) < 0) {
-                fprintf(stderr, "pmqosd: invalid number \"%s\"; give one from 1 to %u.\n", arg, LIMIT_MAX);
+        if (parse_limit(arg, seconds, target) < 0) {
+                fprintf(stderr, "pmqosd: invalid %s \"%s\"; give %s from 1 to %u%s.\n", seconds ? "time" : "number",
+                        arg, seconds ? "whole seconds" : "a decimal number", LIMIT_MAX,
+                        seconds ? " (\"300\", \"5min\")" : "");
                 return -EINVAL;
         }
         return 0;

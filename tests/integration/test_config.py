@@ -51,6 +51,22 @@ class TestCheckConfig(unittest.TestCase):
         self.assertEqual(proc.returncode, 1)
         self.assertIn('%s:2: MaxTimeoutSec: invalid value "300 # five minutes"' % path, proc.stderr)
 
+    def test_command_line_numbers_as_the_file_reads_them(self):
+        # pmqosd's own options take the file's grammar: decimal digits (a
+        # leading zero is decimal), no sign; --max-timeout a span too.
+        good = self.write("empty.conf", "")
+        for option, value in (("--max-timeout", "5min"), ("--max-timeout", "010"),
+                              ("--max-requests-per-uid", "010"), ("--max-requests-per-connection", "64")):
+            proc = self.check(good, option, value)
+            self.assertEqual((proc.returncode, proc.stderr), (0, ""), (option, value))
+        for option, value in (("--max-timeout", "+5"), ("--max-timeout", "1.5s"), ("--max-timeout", "0"),
+                              ("--max-requests-per-uid", " 5"), ("--max-requests-per-uid", "+5"),
+                              ("--max-requests-per-uid", "0x10"), ("--max-requests-per-connection", "5min")):
+            proc = self.check(good, option, value)
+            self.assertEqual(proc.returncode, 2, (option, value))
+            self.assertIn('invalid', proc.stderr)
+            self.assertIn('"%s"' % value, proc.stderr)
+
     def test_unknown_key_and_missing_file(self):
         proc = self.check(self.write("unknown.conf", "[pmqosd]\nMaxTimeoutSecs=5\n"))
         self.assertEqual(proc.returncode, 1)
