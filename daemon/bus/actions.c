@@ -39,9 +39,10 @@ int check_request_limits(const Manager *m, const Client *c, sd_bus_error *error)
 
 /* The core undid the change; the caller hears why. */
 int kernel_refused(Manager *m, int r, sd_bus_error *error) {
-        char msg[256];
-        snprintf(msg, sizeof(msg), "Cannot write the latency bound to the kernel (%s): %s.", m->core.sink.path,
-                 strerror(-r));
+        char msg[800];
+        /* The file that refused: the device, the wakeup device or a CPU's (core_commit()). */
+        const char *path = m->core.refused[0] ? m->core.refused : m->core.sink.path;
+        snprintf(msg, sizeof(msg), "Cannot write the latency bound to the kernel (%s): %s.", path, strerror(-r));
         log_error("%s", msg);
         return sd_bus_error_set(error, PMQOS_ERROR_FAILED, msg);
 }

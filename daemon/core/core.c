@@ -121,6 +121,12 @@ int core_save(Core *c) {
 
 /* ---- committing ---- */
 
+/* The file that refused, for core_commit()'s caller (Core.refused). */
+static int refused_cpu(Core *c, uint32_t cpu, int r) {
+        cpu_sink_path(&c->cpus, cpu, c->refused, sizeof(c->refused));
+        return r;
+}
+
 static int commit_cpus(Core *c) {
         int32_t floor = core_floor(c);
         bool remembered = false;
@@ -132,7 +138,7 @@ static int commit_cpus(Core *c) {
                 if (target >= 0 && !cpu_sink_constrains(&c->cpus, cpu)) {
                         r = cpu_sink_remember(&c->cpus, cpu);
                         if (r < 0)
-                                return r;
+                                return refused_cpu(c, cpu, r);
                         remembered = true;
                 }
         }
@@ -147,7 +153,7 @@ static int commit_cpus(Core *c) {
                         continue;
                 r = cpu_sink_write(&c->cpus, cpu, target);
                 if (r < 0)
-                        return r;
+                        return refused_cpu(c, cpu, r);
                 if (target < 0)
                         c->originals_dirty = true; /* an original went back and is forgotten */
         }
@@ -161,7 +167,7 @@ static int commit_cpus(Core *c) {
                 }
                 r = cpu_sink_write(&c->cpus, cpu, PMQOS_LATENCY_NONE); /* forgets originals[i] */
                 if (r < 0)
-                        return r;
+                        return refused_cpu(c, cpu, r);
                 c->originals_dirty = true;
         }
         return 0;
@@ -169,6 +175,11 @@ static int commit_cpus(Core *c) {
 
 /* sink_apply(), and the audit entry the first time the kernel is seen to
  * ignore a write. */
+static int refused_sink(Core *c, const Sink *s, int r) {
+        snprintf(c->refused, sizeof(c->refused), "%s", s->path);
+        return r;
+}
+
 static int apply(Sink *s, int32_t usec) {
         bool ignored = s->ignores_writes;
         int r = sink_apply(s, usec);
@@ -182,15 +193,16 @@ int core_commit(Core *c) {
         int32_t effective = effective_latency(store_min(&c->store), core_floor(c));
         int r;
 
+        c->refused[0] = 0;
         r = apply(&c->sink, effective);
         if (r < 0)
-                return r;
+                return refused_sink(c, &c->sink, r);
         c->effective = effective;
         if (core_has_wakeup(c)) {
                 int32_t wakeup = effective_latency(store_wakeup_min(&c->store), core_floor(c));
                 r = apply(&c->wakeup, wakeup);
                 if (r < 0)
-                        return r;
+                        return refused_sink(c, &c->wakeup, r);
                 c->wakeup_effective = wakeup;
         }
         if (c->store.n_cpu_heaps > 0 || c->cpus.n_originals > 0) {
@@ -203,14 +215,7 @@ int core_commit(Core *c) {
         return 0;
 }
 
-/* The snapshot a transaction compares with to say what changed. */
-typedef struct Before {
-        int32_t effective, wakeup_effective, floor;
-        size_t count;
-        bool state_dirty;
-} Before;
-
-static Before before(const Core *c) {
+Before core_before(const Core *c) {
         return (Before){ .effective = c->effective,
                          .wakeup_effective = c->wakeup_effective,
                          .floor = core_floor(c),
@@ -219,7 +224,7 @@ static Before before(const Core *c) {
 }
 
 /* What changed, for the signals; a new effective value also for the audit trail. */
-static void changed(const Core *c, const Before *b, bool requests, ChangeSet *changes) {
+void core_changed(const Core *c, const Before *b, bool requests, ChangeSet *changes) {
         if (c->effective != b->effective)
                 audit_latency_changed(QOS_TYPE_CPU_DMA, b->effective, c->effective);
         if (c->wakeup_effective != b->wakeup_effective)
@@ -266,11 +271,14 @@ void core_flush_record(Core *c) {
 }
 
 /* The kernel refused: the caller put the store back; bring the kernel back too. */
-static int undo(Core *c, const Before *b, int error, ChangeSet *changes) {
+int core_undo(Core *c, const Before *b, int error, ChangeSet *changes) {
+        char refused[sizeof(c->refused)];
+        memcpy(refused, c->refused, sizeof(refused)); /* what the caller hears of, not the commit back */
         c->state_dirty = b->state_dirty;
         int r = core_commit(c);
         if (r < 0)
-                log_error_errno(r, "Cannot bring %s back after a failed write: %m", c->sink.path);
+                log_error_errno(r, "Cannot bring %s back after a failed write: %m", c->refused);
+        memcpy(c->refused, refused, sizeof(refused));
         *changes = (ChangeSet){};
         return error;
 }
@@ -279,7 +287,7 @@ static int undo(Core *c, const Before *b, int error, ChangeSet *changes) {
 
 int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes) {
         assert(c && r && changes);
-        Before b = before(c);
+        Before b = core_before(c);
         int k = store_add(&c->store, r, owner);
         if (k < 0) {
                 request_free(r);
@@ -291,7 +299,7 @@ int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes) {
         k = core_commit(c);
         if (k < 0) {
                 store_remove(&c->store, r);
-                return undo(c, &b, k, changes);
+                return core_undo(c, &b, k, changes);
         }
         if (recorded(c, r)) {
                 TextBuffer lines = {};
@@ -299,13 +307,13 @@ int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes) {
                 record(c, &lines, 1, 1);
         }
         audit_request_added(r);
-        changed(c, &b, true, changes);
+        core_changed(c, &b, true, changes);
         return 0;
 }
 
 int core_update(Core *c, Request *r, int32_t value, uid_t by_uid, ChangeSet *changes) {
         assert(c && r && changes);
-        Before b = before(c);
+        Before b = core_before(c);
         int32_t old = r->value;
 
         if (value == old) {
@@ -322,7 +330,7 @@ int core_update(Core *c, Request *r, int32_t value, uid_t by_uid, ChangeSet *cha
         k = core_commit(c);
         if (k < 0) {
                 (void) store_update(&c->store, r, old); /* room was reserved for old: cannot fail */
-                return undo(c, &b, k, changes);
+                return core_undo(c, &b, k, changes);
         }
         if (recorded(c, r)) {
                 TextBuffer lines = {};
@@ -330,7 +338,7 @@ int core_update(Core *c, Request *r, int32_t value, uid_t by_uid, ChangeSet *cha
                 record(c, &lines, 1, 0);
         }
         audit_request_changed(r, old, by_uid);
-        changed(c, &b, true, changes);
+        core_changed(c, &b, true, changes);
         return 0;
 }
 
@@ -340,7 +348,7 @@ int core_cancel(Core *c, Request *r, uid_t by_uid, ChangeSet *changes) {
 
 int core_end(Core *c, Request *r, AuditEnd how, uid_t by_uid, ChangeSet *changes) {
         assert(c && r && changes);
-        Before b = before(c);
+        Before b = core_before(c);
         int32_t old = r->value;
         bool persistent = r->persistent, was_recorded = recorded(c, r);
         uint32_t cookie = r->cookie;
@@ -351,7 +359,7 @@ int core_end(Core *c, Request *r, AuditEnd how, uid_t by_uid, ChangeSet *changes
                 k = core_commit(c);
         if (k < 0) {
                 (void) store_update(&c->store, r, old);
-                return undo(c, &b, k, changes);
+                return core_undo(c, &b, k, changes);
         }
         audit_request_ended(r, old, how, by_uid);
         store_remove(&c->store, r);
@@ -363,60 +371,7 @@ int core_end(Core *c, Request *r, AuditEnd how, uid_t by_uid, ChangeSet *changes
                 runtime_format_remove(&lines, cookie);
                 record(c, &lines, 1, -1);
         }
-        changed(c, &b, true, changes);
-        return 0;
-}
-
-static int set_floors(Core *c, int32_t admin_floor, int32_t default_floor, const char *why, ChangeSet *changes) {
-        Before b = before(c);
-        int32_t old_admin = c->admin_floor, old_default = c->default_floor;
-
-        c->admin_floor = admin_floor;
-        c->default_floor = default_floor;
-        if (admin_floor != old_admin)
-                c->state_dirty = true;
-        int k = core_commit(c);
-        if (k < 0) {
-                c->admin_floor = old_admin;
-                c->default_floor = old_default;
-                return undo(c, &b, k, changes);
-        }
-        if (core_floor(c) != b.floor)
-                audit_floor_changed(b.floor, core_floor(c), why);
-        changed(c, &b, false, changes);
-        return 0;
-}
-
-int core_set_floor(Core *c, int32_t admin_floor, uid_t by_uid, ChangeSet *changes) {
-        char why[64];
-        snprintf(why, sizeof(why), "the administrator floor was set by uid %u", (unsigned) by_uid);
-        return set_floors(c, admin_floor, c->default_floor, why, changes);
-}
-
-int core_set_default_floor(Core *c, int32_t default_floor, ChangeSet *changes) {
-        return set_floors(c, c->admin_floor, default_floor, "the configured default floor changed", changes);
-}
-
-int core_set_battery(Core *c, bool on_battery, int32_t battery_floor, ChangeSet *changes) {
-        Before b = before(c);
-        bool old_on = c->on_battery;
-        int32_t old_floor = c->battery_floor;
-
-        c->on_battery = on_battery;
-        c->battery_floor = battery_floor;
-        int k = core_commit(c);
-        if (k < 0) {
-                c->on_battery = old_on;
-                c->battery_floor = old_floor;
-                return undo(c, &b, k, changes);
-        }
-        if (core_floor(c) != b.floor)
-                audit_floor_changed(b.floor, core_floor(c),
-                                    on_battery != old_on ? (on_battery ? "the machine went on battery"
-                                                                       : "the machine went on mains power")
-                                                         : "the configured battery floor changed");
-        changed(c, &b, false, changes);
-        changes->battery = on_battery != old_on;
+        core_changed(c, &b, true, changes);
         return 0;
 }
 
@@ -473,7 +428,7 @@ void core_drop_owner_finish(Core *c, RequestOwner *owner) {
 
 int core_expire(Core *c, int64_t now, ChangeSet *changes) {
         assert(c && changes);
-        Before b = before(c);
+        Before b = core_before(c);
         TextBuffer lines = {};
         size_t n_lines = 0;
         Request *r;
@@ -492,6 +447,6 @@ int core_expire(Core *c, int64_t now, ChangeSet *changes) {
         }
         int k = core_commit(c);
         record(c, &lines, n_lines, -(long) n_lines);
-        changed(c, &b, n > 0, changes);
+        core_changed(c, &b, n > 0, changes);
         return k;
 }

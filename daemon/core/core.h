@@ -68,6 +68,7 @@ typedef struct Core {
         bool state_dirty;         /* persistent requests or the admin floor changed: saved durably */
         bool originals_dirty;     /* only CPU originals changed: they mean nothing after a reboot, so the
                                    * save needs no fsync of the directory */
+        char refused[600];        /* the file the last failed core_commit() could not write, for its caller */
 } Core;
 
 /* Opens the device (or takes the one the service manager kept) and every

@@ -21,6 +21,10 @@ static void cpu_path(const CpuSink *s, uint32_t cpu, const char *file, char *buf
         snprintf(buf, size, "%s/devices/system/cpu/cpu%" PRIu32 "/%s", s->sysfs_root, cpu, file);
 }
 
+void cpu_sink_path(const CpuSink *s, uint32_t cpu, char *buf, size_t size) {
+        cpu_path(s, cpu, "power/pm_qos_resume_latency_us", buf, size);
+}
+
 int cpu_sink_init(CpuSink *s, const char *sysfs_root) {
         char dir[512], path[600];
 

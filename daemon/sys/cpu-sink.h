@@ -34,6 +34,8 @@ void cpu_sink_done(CpuSink *s);
 
 /* 0 if cpu can take a bound; -ENOENT if absent, -EHOSTDOWN if offline. */
 int cpu_sink_check_cpu(const CpuSink *s, uint32_t cpu);
+/* The file of cpu that cpu_sink_write() writes, for messages. */
+void cpu_sink_path(const CpuSink *s, uint32_t cpu, char *buf, size_t size);
 
 /* Whether we hold an original for cpu (i.e. we constrain it). */
 bool cpu_sink_constrains(const CpuSink *s, uint32_t cpu);

@@ -12,8 +12,11 @@ import threading
 import time
 import unittest
 
+from gi.repository import GLib
+
 from contract import ACCESS_DENIED, FAILED, NATIVE_IFACE
-from fixtures import BrokerTestCase, IS_ROOT, Polkitd, PrivateBus, TIME_SCALE, main, small_tmpfs, wait_for
+from fixtures import (BrokerTestCase, IS_ROOT, Polkitd, PrivateBus, TIME_SCALE, cpu_file, main, make_fake_sysfs,
+                      small_tmpfs, wait_for)
 from hostenv import POLKITD_PRESENT, POLKIT_USERS, polkit_install, polkit_uid, polkit_uninstall
 
 
@@ -63,6 +66,33 @@ class TestFailingDevice(BrokerTestCase):
         c.cancel(cookie)
         self.assertEqual(c.requests(), [])
         self.assertIn("No space left on device", self.daemon.output())
+
+
+
+class TestFailingCpuFile(BrokerTestCase):
+    """A CPU's pm_qos_resume_latency_us that refuses every write (/dev/full
+    in its place): the caller's Error.Failed names that file, not the
+    device, and nothing of the request stays."""
+
+    def setUp(self):
+        self.sysfs = make_fake_sysfs({0: "0", 1: "0"})
+        self.addCleanup(shutil.rmtree, self.sysfs, True)
+        os.unlink(cpu_file(self.sysfs, 1))
+        os.symlink("/dev/full", cpu_file(self.sysfs, 1))
+        self.daemon_args = ("--sysfs-root", self.sysfs)
+        super().setUp()
+
+    def test_message_names_the_cpu_file(self):
+        c = self.client()
+        name, message = c.call_error("Request", "sia{sv}", "cpu_dma", 30, {"cpus": GLib.Variant("au", [1])},
+                                     iface=NATIVE_IFACE)
+        self.assertEqual(name, FAILED)
+        self.assertIn(cpu_file(self.sysfs, 1), message)
+        self.assertNotIn(self.kernel.path, message)
+        self.assertEqual(c.requests(), [])
+        # The device itself still takes writes.
+        c.request(40)
+        self.assertKernelAtMost(40)
 
 
 class TestReadOnlyStateDir(BrokerTestCase):

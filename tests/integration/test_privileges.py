@@ -11,8 +11,8 @@ import unittest
 
 from gi.repository import GLib
 
-from contract import ACCESS_DENIED, NATIVE_IFACE
-from fixtures import BrokerTestCase, IS_ROOT, main, make_fake_sysfs, proc_status, read_cpu, skip_notice
+from contract import ACCESS_DENIED, NATIVE_IFACE, QOS_IFACE, UPOWER_BUS_NAME, UPOWER_PATH
+from fixtures import BrokerTestCase, IS_ROOT, main, make_fake_sysfs, proc_status, read_cpu, skip_notice, wait_for
 from hostenv import (
     POLKITD_PRESENT,
     POLKIT_USERS,
@@ -81,6 +81,22 @@ class TestUserSwitch(BrokerTestCase):
 
 if not IS_ROOT:
     skip_notice("privilege drop", "needs root")
+
+@unittest.skipUnless(IS_ROOT and POLKITD_PRESENT, "needs root and polkitd")
+class TestUserSwitchUPowerName(BrokerTestCase):
+    """The shipped unit runs pmqosd --user pmqos: the bus policy lets that
+    user own UPower's name too, or --upower-name could not work there."""
+    with_polkit = True
+    daemon_args = ("--user", "pmqos", "--upower-name")
+
+    def test_owns_upower_name_as_pmqos(self):
+        c = self.client()
+        wait_for(lambda: c.name_has_owner(UPOWER_BUS_NAME), timeout=30, what="pmqosd (as pmqos) to own UPower's name")
+        cookie = c.call("RequestLatency", "sib", "cpu_dma", 60, False, path=UPOWER_PATH, iface=QOS_IFACE,
+                        dest=UPOWER_BUS_NAME)[0]
+        self.assertEqual(c.latency(), 60)
+        self.assertEqual([r[0] for r in c.requests()], [cookie])
+
 
 if __name__ == "__main__":
     main()
