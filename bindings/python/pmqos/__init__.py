@@ -11,6 +11,9 @@
         c.update(cookie, 20)
         print(c.latency)             # the effective bound, -1 when none
         c.cancel(cookie)
+        with c.hold(50) as h:        # a pmqos.Hold: lives while any copy of h.fd is open
+            subprocess.run(cmd, pass_fds=[h.fd])
+        c.request_for(20, pid=pid)   # or cgroup=PATH: ends when that process/cgroup does
 
 A thin ctypes layer over libpmqos.so.1: no compiler needed. Requests made
 through a Client end when it is closed (or the process exits); close() and
@@ -29,7 +32,7 @@ import os
 import re
 
 __all__ = [
-    "Client", "hold", "Error", "AccessDenied", "InvalidArgument", "NoSuchRequest", "BrokerUnavailable",
+    "Client", "hold", "Hold", "Error", "AccessDenied", "InvalidArgument", "NoSuchRequest", "BrokerUnavailable",
     "LimitsExceeded", "NotSupported", "LATENCY_NONE", "LATENCY_MAX",
 ]
 
@@ -405,6 +408,18 @@ class Client:
         if r < 0:
             _raise(r, c, "cannot cancel request %d" % cookie)
 
+    def hold(self, usec, reason=None, cpus=None):
+        """A pmqos.Hold: a request (arguments as request()) that lives while
+        any copy of its descriptor is open, here or in a process it was
+        passed to, whatever becomes of this client."""
+        return _held.hold(self._handle(), usec, reason, cpus)
+
+    def request_for(self, usec, pid=None, cgroup=None, reason=None, cpus=None):
+        """A request that ends when process pid exits, or when the cgroup v2
+        directory cgroup (a path) has no process left; exactly one of the
+        two. Returns its cookie."""
+        return _held.request_for(self._handle(), usec, pid, cgroup, reason, cpus)
+
     @property
     def latency(self):
         """The effective bound the broker asks the kernel for (-1: none)."""
@@ -464,3 +479,7 @@ class hold:
     def __exit__(self, *exc):
         self.client.close()
         return False
+
+
+from . import held as _held  # noqa: E402  (it uses the names above)
+from .held import Hold  # noqa: E402
