@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* pmqosctl: the command-line face of pmqosd, built on libpmqos only: main()
- * and the one-call commands (request, cancel, set-minimum, monitor).
+ * and the one-call commands (cancel, set-minimum, monitor).
  * Exit status: 0 success, 1 the broker refused or failed, 2 usage error. */
 
 #include <dirent.h>
@@ -22,75 +22,7 @@
 #include "pmqosctl.h"
 #include "util/text.h"
 
-/* ---- request, cancel, set-minimum ---- */
-
-static int verb_request(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "timeout", required_argument, NULL, 't' },
-                { "reason", required_argument, NULL, 'r' },
-                { "persistent", no_argument, NULL, 'p' },
-                {},
-        };
-        const char *reason = NULL;
-        uint32_t timeout = 0;
-        bool persistent = false;
-        int32_t usec;
-        int c;
-
-        optind = 0; /* full re-initialisation after main()'s own parsing */
-        while ((c = getopt_long(argc, argv, "ht:r:p", options, NULL)) >= 0)
-                switch (c) {
-                case 'h':
-                        printf("Usage: pmqosctl request USEC --timeout SECONDS [--reason TEXT] [--persistent]\n"
-                               "Make a request that outlives this command, and print its cookie.\n"
-                               "It ends at its timeout; --persistent also keeps it across restarts.\n");
-                        return 0;
-                case 't':
-                        if (parse_timeout_sec(optarg, &timeout) < 0)
-                                return usage_error("request",
-                                                   "invalid timeout \"%s\"; give whole seconds, as 30, 30s, 5min "
-                                                   "or 1h",
-                                                   optarg);
-                        break;
-                case 'r':
-                        reason = optarg;
-                        break;
-                case 'p':
-                        persistent = true;
-                        break;
-                default:
-                        return bad_option("request", argc, argv);
-                }
-        if (optind + 1 != argc)
-                return usage_error("request", "give exactly one USEC");
-        const char *cstate;
-        if (parse_usec_or_cstate("request", argv[optind], &usec, &cstate) != 0)
-                return EXIT_USAGE;
-        if (cstate) {
-                fprintf(stderr, "Requesting %" PRIi32 " µs (%s).\n", usec, cstate);
-                if (!reason)
-                        reason = cstate;
-        }
-        if (persistent)
-                denied_hint = HINT_ADMIN;
-        if (timeout == 0 && !persistent)
-                return usage_error("request", "--timeout is needed: a plain request would end with this command");
-
-        pmqos_client *client;
-        uint32_t cookie;
-        int r = connect_broker(&client);
-        if (r)
-                return r;
-        r = pmqos_request_full(client, usec, reason, timeout, NULL, 0, persistent ? PMQOS_REQUEST_PERSISTENT : 0,
-                               &cookie);
-        if (r < 0)
-                r = broker_error(client, "request refused", r);
-        else
-                printf("%" PRIu32 "\n", cookie);
-        pmqos_client_free(client);
-        return r < 0 ? EXIT_REFUSED : r;
-}
+/* ---- cancel, set-minimum ---- */
 
 /* Commands that are one library call: connect, call, say why if refused. */
 typedef int (*OneCall)(pmqos_client *c, int64_t arg);
@@ -259,8 +191,10 @@ static void help(void) {
                "  list [--json]                all requests\n"
                "  hold USEC [--reason TEXT] [--cpus LIST] [--best-effort] [-- COMMAND…]\n"
                "                               hold a bound while COMMAND runs, or until interrupted\n"
-               "  request USEC --timeout SECONDS [--reason TEXT] [--persistent]\n"
+               "  request USEC --timeout SECONDS [--reason TEXT] [--cpus LIST] [--persistent]\n"
                "                               a request that outlives this command; prints its cookie\n"
+               "  request USEC --pid PID|--cgroup PATH|--unit UNIT [--reason TEXT] [--cpus LIST]\n"
+               "                               a request for as long as that process, cgroup or unit lives\n"
                "  cancel COOKIE                end a request\n"
                "  set-minimum USEC|none        set or clear the administrator floor\n"
                "  monitor [--json]             print changes as they happen\n"

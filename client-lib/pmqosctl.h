@@ -77,4 +77,5 @@ void json_request(const pmqos_request_info *q);
 int verb_status(int argc, char *argv[]);
 int verb_list(int argc, char *argv[]);
 int verb_hold(int argc, char *argv[]);
+int verb_request(int argc, char *argv[]);
 int verb_run(int argc, char *argv[]);

@@ -17,6 +17,7 @@
 
 #include "oci-state.h"
 #include "oci-target.h"
+#include "util/cgroup2.h"
 #include "util/cpu-list.h"
 
 static int read_small(int dirfd, const char *path, char *buf, size_t size) {
@@ -46,29 +47,6 @@ static bool unified_path(const char *text, char *out, size_t size) {
         return true;
 }
 
-/* The cgroup at path CG of the unified hierarchy, opened through a cgroup2
- * mount of this mount namespace that shows the whole tree. The last such
- * mount listed is tried first: one mounted over another hides it (crun's
- * cgroup2 at /sys/fs/cgroup over a hybrid host's /sys/fs/cgroup/unified). */
-static int open_under_cgroup2(const char *cg) {
-        FILE *f = fopen("/proc/self/mountinfo", "re");
-        char line[4096], mnts[8][2048], full[4200];
-        int n = 0, fd = -1;
-        while (f && fgets(line, sizeof(line), f)) {
-                char root[2048];
-                if (strstr(line, " - cgroup2 ") && sscanf(line, "%*s %*s %*s %2047s %2047s", root, mnts[n % 8]) == 2 &&
-                    strcmp(root, "/") == 0)
-                        n++;
-        }
-        if (f)
-                fclose(f);
-        for (int i = n - 1; i >= 0 && i >= n - 8 && fd < 0; i--) {
-                snprintf(full, sizeof(full), "%s%s", mnts[i % 8], cg);
-                fd = open(full, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        }
-        return fd;
-}
-
 static int open_cgroup(int pid) {
         char path[64], text[4096], mine[4096], cg[2048], self[2048];
         snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
@@ -79,7 +57,7 @@ static int open_cgroup(int pid) {
         /* The runtime's own cgroup, or the root, is not the container's. */
         if (strcmp(cg, self) == 0 || strcmp(cg, "/") == 0)
                 return -1;
-        return open_under_cgroup2(cg);
+        return cgroup2_open(cg);
 }
 
 int oci_target_open(int pid, int *ret_pidfd, int *ret_cgroup_fd, char *err, size_t size) {

@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """A stand-in for systemd's manager on the test bus, for the unit rules:
-owns org.freedesktop.systemd1, answers Subscribe and LoadUnit, serves each
-unit's ActiveState at its object path and emits PropertiesChanged (and
-UnitNew) as systemd does. Driven by lines on stdin: "state UNIT STATE",
-"quiet UNIT STATE" (no signal), "invalidate UNIT", "new UNIT"; prints "ready" once the name is owned, "ok"
+owns org.freedesktop.systemd1, answers Subscribe, LoadUnit and GetUnit
+(NoSuchUnit for a unit it was never told of), serves each unit's ActiveState
+and a service's ControlGroup at its object path and emits PropertiesChanged
+(and UnitNew) as systemd does. Driven by lines on stdin: "state UNIT STATE",
+"quiet UNIT STATE" (no signal), "invalidate UNIT", "new UNIT", "cgroup UNIT
+PATH" (its ControlGroup; "-" for none); prints "ready" once the name is owned, "ok"
 after each line. Subscribe is counted: "subscribed N" on stderr."""
 
 import sys
@@ -14,14 +16,19 @@ XML = """<node>
 <interface name="org.freedesktop.systemd1.Manager">
   <method name="Subscribe"/>
   <method name="LoadUnit"><arg type="s" direction="in"/><arg type="o" direction="out"/></method>
+  <method name="GetUnit"><arg type="s" direction="in"/><arg type="o" direction="out"/></method>
   <signal name="UnitNew"><arg type="s"/><arg type="o"/></signal>
 </interface>
 <interface name="org.freedesktop.systemd1.Unit">
   <property name="ActiveState" type="s" access="read"/>
 </interface>
+<interface name="org.freedesktop.systemd1.Service">
+  <property name="ControlGroup" type="s" access="read"/>
+</interface>
 </node>"""
 
 units = {}  # name -> ActiveState
+cgroups = {}  # name -> ControlGroup
 
 
 def unit_path(name):
@@ -33,7 +40,7 @@ def unit_path(name):
 def main():
     conn = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
     node = Gio.DBusNodeInfo.new_for_xml(XML)
-    manager, unit_iface = node.interfaces
+    manager, unit_iface, service_iface = node.interfaces
     registered = set()
     loop = GLib.MainLoop()
 
@@ -43,14 +50,19 @@ def main():
             return
 
         def get_property(c, sender, path, iface, prop):
-            return GLib.Variant("s", units[name])
+            return GLib.Variant("s", units[name] if prop == "ActiveState" else cgroups.get(name, ""))
         conn.register_object(unit_path(name), unit_iface, None, get_property, None)
+        if name.endswith(".service"):
+            conn.register_object(unit_path(name), service_iface, None, get_property, None)
         registered.add(name)
 
     def on_call(c, sender, path, iface, method, params, invocation):
         if method == "Subscribe":
             sys.stderr.write("subscribed\n")
             invocation.return_value(None)
+        elif method == "GetUnit" and params.unpack()[0] not in units:
+            invocation.return_dbus_error("org.freedesktop.systemd1.NoSuchUnit",
+                                         "Unit %s not loaded." % params.unpack()[0])
         else:
             (name,) = params.unpack()
             register(name)
@@ -80,6 +92,9 @@ def main():
         elif words[0] == "quiet":  # a change systemd does not announce
             register(words[1])
             units[words[1]] = words[2]
+        elif words[0] == "cgroup":
+            register(words[1])
+            cgroups[words[1]] = "" if words[2] == "-" else words[2]
         elif words[0] == "invalidate":
             emit(words[1], {}, ["ActiveState"])
         elif words[0] == "new":
