@@ -87,6 +87,8 @@ BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Config
   </policy>
   <policy user="root">
     <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.systemd1.Activator"/>
+    <!-- busctl monitor, as Debian's system.conf lets root -->
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Monitoring"/>
   </policy>
   {extra}
   <includedir>{policy_dir}</includedir>

@@ -4,6 +4,8 @@ member, argument name and type, and property access, read from the live
 Introspect() of both object paths and compared with the shipped XML."""
 
 import os
+import subprocess
+import tempfile
 
 from gi.repository import Gio
 
@@ -65,6 +67,32 @@ class TestInterfaces(BrokerTestCase):
                 with self.subTest(interface=name, member=member):
                     at = text.index('name="%s"' % member)
                     self.assertIn("-->", text[max(0, at - 400):at], "no <!-- … --> documentation before %s" % member)
+
+
+class TestMonitor(BrokerTestCase):
+    def test_busctl_monitor_as_the_readme_shows(self):
+        """README's `busctl monitor org.freedesktop.PMQoS` on the test bus (and
+        tests/run-daemon's, which takes this policy): root may monitor, as on
+        Debian's system bus, and sees pmqosd's signals."""
+        c = self.client()
+        out = tempfile.TemporaryFile(mode="w+")
+        mon = subprocess.Popen(["busctl", "--system", "monitor", "org.freedesktop.PMQoS"], env=self.bus.env,
+                               stdout=out, stderr=subprocess.STDOUT, text=True)
+        try:
+            self.assert_eventually(lambda: "Monitoring bus message stream" in read_all(out) or mon.poll() is not None,
+                                   what="busctl monitor to start")
+            self.assertIsNone(mon.poll(), read_all(out))
+            c.call("RequestLatency", "sib", "cpu_dma", 1000, False)
+            self.assert_eventually(lambda: "Member=RequestsChanged" in read_all(out), what="the signal in the monitor")
+        finally:
+            mon.terminate()
+            mon.wait(10)
+            out.close()
+
+
+def read_all(f):
+    f.seek(0)
+    return f.read()
 
 
 if __name__ == "__main__":
