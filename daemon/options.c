@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cstates.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/parse-value.h"
@@ -325,8 +326,9 @@ static int config_files(const Options *o, ConfigFiles *f) {
         return 0;
 }
 
-/* One file onto c; *set gains its keys. A missing file is fine unless required. */
-static int load_one(const char *path, bool required, Config *c, unsigned *set) {
+/* One file onto c, its C-state names resolved under sysfs_root; *set gains
+ * its keys. A missing file is fine unless required. */
+static int load_one(const char *path, bool required, const char *sysfs_root, Config *c, unsigned *set) {
         char buf[CONFIG_FILE_MAX + 1], err[4096];
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
@@ -348,6 +350,8 @@ static int load_one(const char *path, bool required, Config *c, unsigned *set) {
         char *prev_state_dir = TAKE_PTR(c->state_dir);
         unsigned file_set = 0;
         int r = config_parse(path, buf, (size_t) n, c, &file_set, err, sizeof(err));
+        if (r >= 0)
+                r = core_resolve_config_cstates(c, path, sysfs_root, err, sizeof(err));
         if (r < 0 || !(file_set & CONFIG_SET_STATE_DIR))
                 c->state_dir = prev_state_dir;
         else
@@ -378,7 +382,7 @@ int options_load_config(Options *o, char **ret_state_dir) {
         *ret_state_dir = NULL;
         int r = config_files(o, &files);
         for (size_t i = 0; r >= 0 && i < files.n; i++)
-                r = load_one(files.paths[i], i == 0 && o->config_path_given, &c, &set);
+                r = load_one(files.paths[i], i == 0 && o->config_path_given, o->config.core.sysfs_root, &c, &set);
         config_files_done(&files);
         if (r < 0) {
                 config_done(&c);
@@ -399,11 +403,19 @@ int options_check_config(Options *o) {
 }
 
 int options_load_rules(const Options *o, RuleSet *ret) {
-        char err[512];
-        int r = rules_load(o->rules_dirs, o->n_rules_dirs, ret, err, sizeof(err));
-        if (r < 0)
+        char err[1024];
+        RuleSet rules = {};
+        int r = rules_load(o->rules_dirs, o->n_rules_dirs, &rules, err, sizeof(err));
+        if (r >= 0)
+                r = core_resolve_rule_cstates(&rules, o->config.core.sysfs_root, err, sizeof(err));
+        if (r < 0) {
+                rule_set_done(&rules);
                 log_error("Bad unit rule: %s", err);
-        return r;
+                return r;
+        }
+        rule_set_done(ret);
+        *ret = rules;
+        return 0;
 }
 
 int options_resolve_user(Options *o, struct passwd *ret) {

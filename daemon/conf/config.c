@@ -18,6 +18,26 @@
 void config_done(Config *c) {
         free(c->state_dir);
         c->state_dir = NULL;
+        free(c->default_floor_cstate.name);
+        free(c->battery_floor_cstate.name);
+        c->default_floor_cstate = c->battery_floor_cstate = (ConfigCState){};
+}
+
+/* A floor key's value: microseconds, "none", or a C-state name kept as
+ * written (with its line) for the loader to resolve. 0, 1 for a value the
+ * key does not take, -ENOMEM. */
+static int parse_floor(const char *value, unsigned lineno, int32_t *floor, ConfigCState *cstate) {
+        char *name = NULL;
+        if (strcmp(value, "none") == 0)
+                *floor = PMQOS_LATENCY_NONE;
+        else if (latency_is_cstate_name(value)) {
+                if (!(name = strdup(value)))
+                        return -ENOMEM;
+        } else if (parse_latency(value, PMQOS_LATENCY_MAX_US, floor) < 0)
+                return 1;
+        free(cstate->name);
+        *cstate = (ConfigCState){ .name = name, .line = lineno };
+        return 0;
 }
 
 typedef struct NumberKey {
@@ -79,7 +99,8 @@ static int parse_number(const NumberKey *nk, const char *s, long long *ret) {
 /* One Key=Value into c: its CONFIG_SET_* bit in *ret_bit; 0 with *ret_expect
  * set for a value that is not what the key takes; -ENOKEY for a key that is
  * not known; -ENOMEM. */
-static int parse_key(Config *c, const char *key, const char *value, unsigned *ret_bit, const char **ret_expect) {
+static int parse_key(Config *c, const char *key, const char *value, unsigned lineno, unsigned *ret_bit,
+                     const char **ret_expect) {
         long long v;
 
         *ret_expect = NULL;
@@ -98,14 +119,13 @@ static int parse_key(Config *c, const char *key, const char *value, unsigned *re
         }
         if (strcmp(key, "DefaultMinimumLatency") == 0 || strcmp(key, "OnBatteryMinimumLatency") == 0) {
                 bool battery = key[0] == 'O';
-                int32_t *floor = battery ? &c->battery_floor : &c->default_floor;
                 *ret_bit = battery ? CONFIG_SET_BATTERY_FLOOR : CONFIG_SET_DEFAULT_FLOOR;
-                if (strcmp(value, "none") == 0)
-                        *floor = PMQOS_LATENCY_NONE;
-                else if (parse_latency(value, PMQOS_LATENCY_MAX_US, floor) < 0)
-                        *ret_expect = "microseconds (0 … 2000000000), bare or with a unit (\"50us\", \"2ms\"), or "
-                                      "\"none\"";
-                return 0;
+                int r = parse_floor(value, lineno, battery ? &c->battery_floor : &c->default_floor,
+                                    battery ? &c->battery_floor_cstate : &c->default_floor_cstate);
+                if (r > 0)
+                        *ret_expect = "microseconds (0 … 2000000000), bare or with a unit (\"50us\", \"2ms\"), a "
+                                      "C-state name (\"C1E\"), or \"none\"";
+                return r < 0 ? r : 0;
         }
         if (strcmp(key, "StateDirectory") == 0) {
                 *ret_bit = CONFIG_SET_STATE_DIR;
@@ -127,6 +147,7 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
         int r = 0;
 
         c.state_dir = NULL;
+        c.default_floor_cstate = c.battery_floor_cstate = (ConfigCState){};
         KeyFile f;
         r = key_file_open(&f, path, text, len, CONFIG_FILE_MAX, err, err_size);
         if (r < 0) {
@@ -144,7 +165,7 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                         r = -EINVAL;
                         break;
                 }
-                r = parse_key(&c, key, value, &bit, &expect);
+                r = parse_key(&c, key, value, lineno, &bit, &expect);
                 if (r == -ENOKEY) {
                         snprintf(err, err_size,
                                  "%s:%u: %s: unknown key (known: MaxRequestsPerConnection, MaxRequestsPerUser, "
@@ -168,12 +189,12 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
         key_file_done(&f);
 
         if (r < 0) {
-                free(c.state_dir);
+                config_done(&c);
                 return r;
         }
         if (!(set & CONFIG_SET_STATE_DIR))
                 c.state_dir = NULL;
-        free(ret->state_dir);
+        config_done(ret);
         *ret = c;
         *ret_set = set;
         return 0;

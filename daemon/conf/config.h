@@ -54,11 +54,21 @@ typedef struct Limits {
  * own connection to polkitd included: stay well below. */
 #define POLKIT_IN_FLIGHT_CEILING 100u
 
+/* A latency written as a C-state name ("C1E"), kept as written with its
+ * line: what it stands for is the machine's, which conf/ does not read. */
+typedef struct ConfigCState {
+        char *name; /* NULL: the value is a number (or none) */
+        unsigned line;
+} ConfigCState;
+
 typedef struct Config {
         Limits limits;
         int32_t default_floor; /* -1: none */
         int32_t battery_floor; /* OnBatteryMinimumLatency: in force while UPower says OnBattery; -1: none */
-        char *state_dir;       /* NULL: not set in the file */
+        /* Set instead of the floor above when the last line of the file that
+         * set it gave a C-state name: the loader resolves it (options.c). */
+        ConfigCState default_floor_cstate, battery_floor_cstate;
+        char *state_dir; /* NULL: not set in the file */
 } Config;
 
 /* Which keys the file set (so that command-line options can win over them). */
@@ -83,7 +93,9 @@ enum {
 
 void config_done(Config *c);
 
-/* Parses text into *ret, starting from the values already in *ret. Returns
- * 0, or -EINVAL with "PATH:LINE: Key: problem" in err and *ret untouched. */
+/* Parses text into *ret, starting from the values already in *ret (its
+ * C-state names are the file's own: those of a file read before are
+ * dropped). Returns 0, or -EINVAL with "PATH:LINE: Key: problem" in err and
+ * *ret untouched. */
 int config_parse(const char *path, const char *text, size_t len, Config *ret, unsigned *ret_set, char *err,
                  size_t err_size);

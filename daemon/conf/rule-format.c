@@ -19,6 +19,7 @@
 void rule_done(Rule *r) {
         free(r->file);
         free(r->unit);
+        free(r->latency_cstate);
         free(r->cpus);
         free(r->reason);
         *r = (Rule){};
@@ -58,7 +59,7 @@ bool rule_unit_name_valid(const char *name) {
 enum { KEY_UNIT = 1 << 0, KEY_LATENCY = 1 << 1, KEY_CPUS = 1 << 2, KEY_REASON = 1 << 3 };
 
 /* One Key=Value line into r; NULL, or what is wrong with it. */
-static const char *parse_line(char *key, char *value, Rule *r, unsigned *seen, int *ret_errno) {
+static const char *parse_line(char *key, char *value, unsigned lineno, Rule *r, unsigned *seen, int *ret_errno) {
         static const struct {
                 const char *name;
                 unsigned bit;
@@ -77,9 +78,14 @@ static const char *parse_line(char *key, char *value, Rule *r, unsigned *seen, i
                         return "not a unit name (NAME.service, NAME.socket, …; an instance, not a template)";
                 return (r->unit = strdup(value)) ? NULL : (*ret_errno = -ENOMEM, "out of memory");
         }
+        if (bit == KEY_LATENCY && latency_is_cstate_name(value)) {
+                r->latency_line = lineno;
+                return (r->latency_cstate = strdup(value)) ? NULL : (*ret_errno = -ENOMEM, "out of memory");
+        }
         if (bit == KEY_LATENCY)
                 return parse_latency(value, PMQOS_CONTRACT_LATENCY_MAX, &r->latency) < 0
-                               ? "expected microseconds, 0 … 2000000000, bare or with a unit (\"50us\", \"2ms\")"
+                               ? "expected microseconds, 0 … 2000000000, bare or with a unit (\"50us\", \"2ms\"), "
+                                 "or a C-state name (\"C1E\")"
                                : NULL;
         if (bit == KEY_CPUS) {
                 int k = cpu_list_parse(value, &r->cpus, &r->n_cpus);
@@ -126,7 +132,7 @@ int rule_parse(const char *path, const char *text, size_t len, Rule *ret, char *
                         if (key_file_split(l, &key, &value) < 0)
                                 problem = "expected Key=Value";
                         else
-                                problem = parse_line(key, value, &r, &seen, &k);
+                                problem = parse_line(key, value, lineno, &r, &seen, &k);
                 }
                 if (problem) {
                         char *shown = text_clean(key, strlen(key), 40);

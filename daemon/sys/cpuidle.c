@@ -4,11 +4,13 @@
 
 #include "sys/cpuidle.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "util/text.h"
@@ -96,4 +98,81 @@ void cpuidle_done(CpuIdle *idle) {
         for (unsigned k = 0; k < idle->n; k++)
                 free(idle->states[k].name);
         *idle = (CpuIdle){};
+}
+
+/* The online CPUs' numbers under root, ascending: 0, or -ENOMEM. A CPU
+ * without an "online" file counts (cpu0 often has none: it cannot go offline). */
+static int online_cpus(const char *root, uint32_t **ret, size_t *ret_n) {
+        char path[512], buf[16];
+        uint32_t *cpus = NULL;
+        size_t n = 0;
+        snprintf(path, sizeof(path), "%s/devices/system/cpu", root);
+        DIR *d = opendir(path);
+        for (struct dirent *de; d && (de = readdir(d));) {
+                uint64_t cpu;
+                if (strncmp(de->d_name, "cpu", 3) != 0 || cpuidle_parse_u64(de->d_name + 3, &cpu) < 0 ||
+                    cpu > UINT32_MAX)
+                        continue;
+                snprintf(path, sizeof(path), "%s/devices/system/cpu/%s/online", root, de->d_name);
+                if (sysfs_read_at(AT_FDCWD, path, buf, sizeof(buf)) >= 0 && strcmp(buf, "1") != 0)
+                        continue;
+                uint32_t *p = realloc(cpus, (n + 1) * sizeof(uint32_t));
+                if (!p) {
+                        free(cpus);
+                        closedir(d);
+                        return -ENOMEM;
+                }
+                cpus = p;
+                cpus[n++] = (uint32_t) cpu;
+        }
+        if (d)
+                closedir(d);
+        for (size_t i = 1; i < n; i++) /* insertion sort: a few hundred at most */
+                for (size_t j = i; j > 0 && cpus[j - 1] > cpus[j]; j--) {
+                        uint32_t t = cpus[j];
+                        cpus[j] = cpus[j - 1];
+                        cpus[j - 1] = t;
+                }
+        *ret = cpus;
+        *ret_n = n;
+        return 0;
+}
+
+/* name once into the ", "-separated list names. */
+static void add_name(char *names, size_t size, const char *name) {
+        size_t len = strlen(name), used = strlen(names);
+        for (const char *p = names; (p = strstr(p, name)); p += len)
+                if ((p == names || p[-1] == ' ') && (p[len] == ',' || p[len] == 0))
+                        return;
+        if (used + len + 3 < size)
+                snprintf(names + used, size - used, "%s%s", used ? ", " : "", name);
+}
+
+int cpuidle_latency_of(const char *sysfs_root, const char *name, uint32_t max, uint32_t *ret, char *names,
+                       size_t names_size) {
+        uint32_t *cpus;
+        size_t n_cpus;
+        bool found = false;
+        int r = online_cpus(sysfs_root, &cpus, &n_cpus);
+        if (r < 0)
+                return r;
+        names[0] = 0;
+        for (size_t i = 0; i < n_cpus && r >= 0; i++) {
+                CpuIdle idle;
+                r = cpuidle_read(sysfs_root, cpus[i], &idle);
+                for (unsigned k = 0; r >= 0 && k < idle.n; k++) {
+                        const CpuIdleState *st = &idle.states[k];
+                        add_name(names, names_size, st->name);
+                        if (strcasecmp(st->name, name) == 0 && st->latency <= max && (!found || st->latency > *ret)) {
+                                *ret = st->latency;
+                                found = true;
+                        }
+                }
+                if (r >= 0)
+                        cpuidle_done(&idle);
+        }
+        free(cpus);
+        if (r < 0)
+                return r;
+        return found ? 0 : names[0] ? -ENOENT : -ENODEV;
 }

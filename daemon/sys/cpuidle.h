@@ -29,6 +29,17 @@ typedef struct CpuIdle {
 int cpuidle_read(const char *sysfs_root, uint32_t cpu, CpuIdle *ret);
 void cpuidle_done(CpuIdle *idle);
 
+/* The latency a C-state name stands for on this machine: the largest exit
+ * latency (up to max) that a state of that name, compared without case, has
+ * on any online CPU under sysfs_root, so that the state stays allowed on
+ * every CPU whatever its model's table says (pmqosctl's rule too). Returns 0
+ * with *ret; -ENOENT when no online CPU has it, with the names of the states
+ * they have in names (", " between them, in the order of the CPUs and their
+ * tables, cut short if need be); -ENODEV when no online CPU shows cpuidle
+ * states; -ENOMEM. */
+int cpuidle_latency_of(const char *sysfs_root, const char *name, uint32_t max, uint32_t *ret, char *names,
+                       size_t names_size);
+
 /* A sysfs file's text (name relative to dir, or AT_FDCWD), without its
  * trailing newline and blanks: its length, or a negative errno. */
 int sysfs_read_at(int dir, const char *name, char *buf, size_t size);

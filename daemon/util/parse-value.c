@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
+#include <strings.h>
 
 #include "util/parse-value.h"
 
@@ -137,4 +138,12 @@ int parse_latency(const char *s, int32_t max, int32_t *ret) {
                 return -ERANGE;
         *ret = (int32_t) v;
         return 0;
+}
+
+bool latency_is_cstate_name(const char *s) {
+        size_t n = strlen(s);
+        if (n == 0 || n > 31 || !((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')) || s[n - 1] == ' ' ||
+            strcasecmp(s, "none") == 0)
+                return false;
+        return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-. ") == n;
 }

@@ -5,6 +5,7 @@
  * as a span. pmqosctl uses it; the Python binding follows the same rules. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define USEC_PER_SEC UINT64_C(1000000)
@@ -26,3 +27,11 @@ int parse_timespan(const char *s, uint64_t default_unit, uint64_t *ret_usec);
  * a fraction of a µs is dropped).
  * Returns 0, -EINVAL or -ERANGE. */
 int parse_latency(const char *s, int32_t max, int32_t *ret);
+
+/* Whether s is written as a C-state name where a latency is taken ("C1E",
+ * "POLL", "haltpoll idle"): a letter first, then letters, digits, "_", "-",
+ * "." or spaces, at most 31 bytes, no space last, and not "none" in any
+ * case (which says "no bound" where one may be absent). A latency starts
+ * with a digit, so a value is one or the other. What a name stands for is the
+ * machine's: its caller looks it up. */
+bool latency_is_cstate_name(const char *s);

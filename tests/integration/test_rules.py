@@ -191,7 +191,7 @@ class TestRuleFiles(RulesTestCase):
         db = "rule %s/db.conf" % self.rules_dir
         # One good change and one bad file: nothing changes.
         self.write_rule("web.conf", "[Rule]\nUnit=web.service\nLatency=60\n")
-        self.write_rule("zz.conf", "[Rule]\nUnit=x.service\nLatency=soon\n")
+        self.write_rule("zz.conf", "[Rule]\nUnit=x.service\nLatency=-5\n")
         self.reload()
         self.assertIn("Bad unit rule: %s/zz.conf:3: Latency: expected microseconds" % self.rules_dir,
                       self.daemon.output())

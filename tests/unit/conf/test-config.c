@@ -174,9 +174,10 @@ static const struct {
         { "DefaultMinimumLatency=0x10\n", ":1: DefaultMinimumLatency: invalid value \"0x10\", expected microseconds" },
         { "DefaultMinimumLatency=1h\n", ":1: DefaultMinimumLatency: invalid value \"1h\", expected microseconds (0 … "
                                         "2000000000), bare or with a unit "
-                                        "(\"50us\", \"2ms\"), or \"none\"" },
+                                        "(\"50us\", \"2ms\"), a C-state name (\"C1E\"), or \"none\"" },
         { "DefaultMinimumLatency=99999999999999999999\n", ":1: DefaultMinimumLatency: invalid value" },
-        { "OnBatteryMinimumLatency=C1\n", ":1: OnBatteryMinimumLatency: invalid value \"C1\"" },
+        { "OnBatteryMinimumLatency=1C\n", ":1: OnBatteryMinimumLatency: invalid value \"1C\"" },
+        { "OnBatteryMinimumLatency=C1=2\n", ":1: OnBatteryMinimumLatency: invalid value \"C1=2\"" },
         { "OnBatteryMinimumLatency=None\n", ":1: OnBatteryMinimumLatency: invalid value \"None\"" },
         { "StateDirectory=var/lib/pmqos\n",
           ":1: StateDirectory: invalid value \"var/lib/pmqos\", expected an absolute" },
@@ -185,6 +186,39 @@ static const struct {
         { "MaxTimeoutSec=60\njust words\n", ":2: expected Key=Value, got \"just words\"" },
         { "[other]\n", ":1: expected Key=Value" },
 };
+
+/* A C-state name is kept as written, with its line, for the loader to
+ * resolve (conf/ reads no sysfs); a file's names are its own. */
+START_TEST(test_cstate_names_kept) {
+        Config c = defaults();
+        unsigned set = 0;
+        char err[256] = "";
+
+        ck_assert_int_eq(parse("[pmqosd]\nOnBatteryMinimumLatency=C1E\nDefaultMinimumLatency=haltpoll idle\n", &c, &set,
+                               err, sizeof(err)),
+                         0);
+        ck_assert_uint_eq(set, CONFIG_SET_DEFAULT_FLOOR | CONFIG_SET_BATTERY_FLOOR);
+        ck_assert_str_eq(c.battery_floor_cstate.name, "C1E");
+        ck_assert_uint_eq(c.battery_floor_cstate.line, 2);
+        ck_assert_str_eq(c.default_floor_cstate.name, "haltpoll idle");
+        ck_assert_uint_eq(c.default_floor_cstate.line, 3);
+        ck_assert_int_eq(c.battery_floor, PMQOS_LATENCY_NONE); /* not guessed */
+
+        /* A refused file leaves the names; the next file has its own. */
+        ck_assert_int_eq(parse("OnBatteryMinimumLatency=C6\nColour=blue\n", &c, &set, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(c.battery_floor_cstate.name, "C1E");
+        ck_assert_int_eq(parse("OnBatteryMinimumLatency=C6\nDefaultMinimumLatency=C1\nDefaultMinimumLatency=5\n", &c,
+                               &set, err, sizeof(err)),
+                         0);
+        ck_assert_str_eq(c.battery_floor_cstate.name, "C6");
+        ck_assert_uint_eq(c.battery_floor_cstate.line, 1);
+        ck_assert_ptr_null(c.default_floor_cstate.name); /* the number on the later line wins */
+        ck_assert_int_eq(c.default_floor, 5);
+        ck_assert_int_eq(parse("MaxClients=5\n", &c, &set, err, sizeof(err)), 0);
+        ck_assert_ptr_null(c.battery_floor_cstate.name);
+        config_done(&c);
+}
+END_TEST
 
 START_TEST(test_bounds_on_callers) {
         Config c = defaults();
@@ -266,6 +300,7 @@ int main(void) {
         tcase_add_test(tc, test_shipped_file_is_the_defaults);
         tcase_add_test(tc, test_every_key);
         tcase_add_test(tc, test_bounds_on_callers);
+        tcase_add_test(tc, test_cstate_names_kept);
         tcase_add_test(tc, test_value_grammar);
         tcase_add_loop_test(tc, test_bad_file_refused_whole, 0, (int) (sizeof(bad) / sizeof(bad[0])));
         tcase_add_test(tc, test_binary_and_oversized_files);

@@ -64,8 +64,16 @@ START_TEST(test_latency_grammar) {
                 snprintf(text, sizeof(text), "[Rule]\nUnit=a.service\nLatency=%s\n", cases[i].value);
                 ck_assert_msg(parse(text, &r, err) == 0, "%s: %s", cases[i].value, err);
                 ck_assert_int_eq(r.latency, cases[i].latency);
+                ck_assert_ptr_null(r.latency_cstate);
                 rule_done(&r);
         }
+        /* A C-state name is kept as written, with its line: the loader resolves it (core/cstates.h). */
+        Rule r;
+        char err[256] = "";
+        ck_assert_int_eq(parse("[Rule]\n# deep\nLatency=C1E\nUnit=a.service\n", &r, err), 0);
+        ck_assert_str_eq(r.latency_cstate, "C1E");
+        ck_assert_uint_eq(r.latency_line, 3);
+        rule_done(&r);
 }
 END_TEST
 
@@ -92,7 +100,10 @@ START_TEST(test_parse_refusals) {
                 { "[Rule]\nLatency=99999999999999999999\n", "/x/r.conf:2: Latency: expected microseconds" },
                 { "[Rule]\nLatency=none\n", "/x/r.conf:2: Latency: expected microseconds" },
                 { "[Rule]\nLatency=\xc2\xb5s\n", "/x/r.conf:2: Latency: expected microseconds" },
-                { "[Rule]\nLatency=C1\n", "/x/r.conf:2: Latency: expected microseconds" },
+                { "[Rule]\nLatency=C1/2\n", "/x/r.conf:2: Latency: expected microseconds" },
+                { "[Rule]\nLatency=1h\n",
+                  "/x/r.conf:2: Latency: expected microseconds, 0 … 2000000000, bare or with a unit (\"50us\", "
+                  "\"2ms\"), or a C-state name (\"C1E\")" },
                 { "[Rule]\nCPUs=3-1\n", "/x/r.conf:2: CPUs: expected a CPU list such as 0-3,8" },
                 { "[Rule]\nReason=\n", "/x/r.conf:2: Reason: expected 1 … 256 bytes of UTF-8" },
                 { "[Rule]\nReason=\xff\n", "/x/r.conf:2: Reason: expected 1 … 256 bytes of UTF-8" },
@@ -158,7 +169,7 @@ START_TEST(test_two_directories) {
         ck_assert_str_eq(set.rules[2].unit, "web.service");
 
         /* A bad file anywhere: the whole set is refused, the old one kept. */
-        unit_write_file(lib, "zz.conf", "[Rule]\nUnit=z.service\nLatency=soon\n");
+        unit_write_file(lib, "zz.conf", "[Rule]\nUnit=z.service\nLatency=-5\n");
         ck_assert_int_eq(rules_load(dirs, 2, &set, err, sizeof(err)), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err, "zz.conf:3: Latency: expected microseconds"));
         ck_assert_uint_eq(set.n, 3);

@@ -54,10 +54,48 @@ START_TEST(test_cpuidle_read) {
 }
 END_TEST
 
+/* A name stands for the largest exit latency of its state on any online
+ * CPU (compared without case); offline CPUs do not count. */
+START_TEST(test_cpuidle_latency_of) {
+        const char *dir = unit_make_dir("cpuidle-names");
+        char names[64];
+        uint32_t v = 0;
+        ck_assert_int_eq(cpuidle_latency_of(dir, "C1E", 2000000000, &v, names, sizeof(names)), -ENODEV);
+        unit_write_file(dir, "devices/system/cpu/cpu10/cpuidle/state0/name", "POLL\n");
+        unit_write_file(dir, "devices/system/cpu/cpu10/cpuidle/state0/latency", "0\n");
+        unit_write_file(dir, "devices/system/cpu/cpu10/cpuidle/state1/name", "C1E\n");
+        unit_write_file(dir, "devices/system/cpu/cpu10/cpuidle/state1/latency", "12\n");
+        unit_write_file(dir, "devices/system/cpu/cpu10/online", "1\n");
+        unit_write_file(dir, "devices/system/cpu/cpu2/cpuidle/state0/name", "POLL\n");
+        unit_write_file(dir, "devices/system/cpu/cpu2/cpuidle/state0/latency", "0\n");
+        unit_write_file(dir, "devices/system/cpu/cpu2/cpuidle/state1/name", "C1e\n");
+        unit_write_file(dir, "devices/system/cpu/cpu2/cpuidle/state1/latency", "9\n");
+        unit_write_file(dir, "devices/system/cpu/cpu2/cpuidle/state2/name", "C6\n");
+        unit_write_file(dir, "devices/system/cpu/cpu2/cpuidle/state2/latency", "3000000000\n"); /* above max */
+        unit_write_file(dir, "devices/system/cpu/cpu3/cpuidle/state0/name", "C1E\n");
+        unit_write_file(dir, "devices/system/cpu/cpu3/cpuidle/state0/latency", "400\n");
+        unit_write_file(dir, "devices/system/cpu/cpu3/online", "0\n");
+        unit_write_file(dir, "devices/system/cpu/cpufreq/online", "1\n"); /* not a CPU */
+
+        ck_assert_int_eq(cpuidle_latency_of(dir, "c1e", 2000000000, &v, names, sizeof(names)), 0);
+        ck_assert_uint_eq(v, 12);
+        ck_assert_int_eq(cpuidle_latency_of(dir, "POLL", 2000000000, &v, names, sizeof(names)), 0);
+        ck_assert_uint_eq(v, 0);
+        ck_assert_int_eq(cpuidle_latency_of(dir, "C6", 2000000000, &v, names, sizeof(names)), -ENOENT);
+        /* In the order of the CPUs and their tables, each name once, cut short to fit. */
+        ck_assert_int_eq(cpuidle_latency_of(dir, "C7", 2000000000, &v, names, sizeof(names)), -ENOENT);
+        ck_assert_str_eq(names, "POLL, C1e, C6, C1E");
+        ck_assert_int_eq(cpuidle_latency_of(dir, "C7", 2000000000, &v, names, 12), -ENOENT);
+        ck_assert_str_eq(names, "POLL, C1e");
+        unit_remove_dir(dir);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("cpuidle");
         TCase *tc = tcase_create("cpuidle");
         tcase_add_test(tc, test_cpuidle_read);
+        tcase_add_test(tc, test_cpuidle_latency_of);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_FORK_GETENV);
 }

@@ -70,12 +70,31 @@ START_TEST(test_latencies) {
 }
 END_TEST
 
+/* A value is a latency or a C-state name, never both: names start with a letter. */
+START_TEST(test_cstate_names) {
+        static const char *const names[] = { "C1E",           "POLL",        "c6",
+                                             "haltpoll idle", "cpu-sleep-0", "WFI",
+                                             "C1_ACPI",       "S0i2.0",      "abcdefghijklmnopqrstuvwxyz01234" };
+        static const char *const not_names[] = { "",    "1C",   "50us", "-C1",       " C1",
+                                                 "C1 ", "C1\n", "C1=2", "C\xc2\xb5", "abcdefghijklmnopqrstuvwxyz012345",
+                                                 "_C1", ".C1",  "none", "None" };
+        int32_t v;
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+                ck_assert_msg(latency_is_cstate_name(names[i]), "%s", names[i]);
+                ck_assert_msg(parse_latency(names[i], 2000000000, &v) == -EINVAL, "%s", names[i]);
+        }
+        for (size_t i = 0; i < sizeof(not_names) / sizeof(not_names[0]); i++)
+                ck_assert_msg(!latency_is_cstate_name(not_names[i]), "%s", not_names[i]);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("parse-value");
         TCase *tc = tcase_create("grammar");
         tcase_add_test(tc, test_decimal_only);
         tcase_add_test(tc, test_timespans);
         tcase_add_test(tc, test_latencies);
+        tcase_add_test(tc, test_cstate_names);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_FORK);
 }
