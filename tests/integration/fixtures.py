@@ -582,6 +582,33 @@ def make_fake_sysfs(originals, offline=()):
     return root
 
 
+# A machine for C-state names where a latency is taken (pmqosd.conf(5),
+# pmqosd(8)): cpu0 and cpu1 of one model, cpu2 of another whose C1E is
+# slower (a name stands for the largest exit latency on an online CPU), cpu3
+# offline with a slower one still, which does not count.
+CSTATE_TABLES = {
+    0: [("POLL", 0), ("C1", 2), ("C1E", 10), ("C6", 133)],
+    1: [("POLL", 0), ("C1", 2), ("C1E", 10), ("C6", 133)],
+    2: [("POLL", 0), ("C1", 1), ("C1E", 25)],
+    3: [("C1E", 400)],
+}
+CSTATE_LATENCY = {"POLL": 0, "C1": 2, "C1E": 25, "C6": 133}
+CSTATE_NAMES = "POLL, C1, C1E, C6"  # as an error lists them
+
+
+def make_cstate_sysfs():
+    """A fake sysfs tree of CSTATE_TABLES; the caller removes it."""
+    root = make_fake_sysfs({cpu: "0" for cpu in CSTATE_TABLES}, offline=(3,))
+    for cpu, states in CSTATE_TABLES.items():
+        for k, (name, latency) in enumerate(states):
+            d = os.path.join(root, "devices/system/cpu/cpu%d/cpuidle/state%d" % (cpu, k))
+            os.makedirs(d)
+            for f, v in (("name", name), ("latency", latency)):
+                with open(os.path.join(d, f), "w") as fh:
+                    fh.write("%s\n" % v)
+    return root
+
+
 class cpu_hog:
     """A process keeping one CPU busy while the with block runs: the broker
     and the test compete for time, as on a loaded machine."""

@@ -12,7 +12,8 @@ import subprocess
 import time
 
 from contract import BUS_NAME, DBUS_IFACE, DBUS_PATH, NATIVE_IFACE, PATH, PROPS, UPOWER_BUS_NAME
-from fixtures import BrokerTestCase, NOBODY, forge_signal, main, owner_of, skip_notice, strace
+from fixtures import (CSTATE_LATENCY, BrokerTestCase, NOBODY, forge_signal, main, make_cstate_sysfs, owner_of,
+                      skip_notice, strace)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 UPOWER_POLICY = """<policy user="root">
@@ -46,14 +47,14 @@ class BatteryTestCase(BrokerTestCase):
     # The test bus lets root own UPower's name (the stand-in) and call it (pmqosd).
     bus_extra_config = UPOWER_POLICY
 
-    def start(self, config="OnBatteryMinimumLatency=300\n", on_battery=False, upower=True):
+    def start(self, config="OnBatteryMinimumLatency=300\n", on_battery=False, upower=True, args=()):
         self.upower = FakeUPower(self.bus, on_battery) if upower else None
         if self.upower:
             self.addCleanup(self.upower.stop)
         path = os.path.join(self.bus.dir, "pmqosd.conf")
         with open(path, "w") as f:
             f.write("[pmqosd]\n" + config)
-        self.start_daemon(("--config", path))
+        self.start_daemon(("--config", path, *args))
         self.watcher = self.client()
         self.watcher.subscribe(path=PATH)
 
@@ -188,6 +189,20 @@ class TestBatteryFloor(BatteryTestCase):
         self.assertEqual(self.watcher.latency(), 900)  # above the floor: unchanged
         c.request(10)
         self.assertEqual(self.watcher.latency(), 300)
+
+    def test_floor_named_by_a_cstate(self):
+        """OnBatteryMinimumLatency=C1E: the largest exit latency of C1E on an
+        online CPU of this machine (a fake cpuidle tree: cpu2's 25 µs)."""
+        sysfs = make_cstate_sysfs()
+        self.addCleanup(shutil.rmtree, sysfs, True)
+        self.start(config="OnBatteryMinimumLatency=C1E\n", on_battery=True, args=("--sysfs-root", sysfs))
+        c = self.client()
+        c.request(1)
+        self.assertEqual(self.watcher.latency(), CSTATE_LATENCY["C1E"])
+        e = self.watcher.call("Explain", None, iface=NATIVE_IFACE)[0]
+        self.assertEqual((e["bound_by"], e["floor"]), ("battery-floor", CSTATE_LATENCY["C1E"]))
+        self.upower.say("battery 0")
+        self.assert_eventually(lambda: self.watcher.latency() == 1, what="the floor lifted")
 
 
 if __name__ == "__main__":

@@ -7,12 +7,15 @@ running daemon."""
 
 import os
 import re
+import shutil
+import signal
 import subprocess
 import tempfile
 import unittest
 
 from contract import NATIVE_IFACE
-from fixtures import BrokerTestCase, PMQOSD, SOURCE_ROOT, main
+from fixtures import (CSTATE_LATENCY, CSTATE_NAMES, BrokerTestCase, PMQOSD, SOURCE_ROOT, main, make_cstate_sysfs,
+                      wait_for)
 
 
 class TestCheckConfig(unittest.TestCase):
@@ -28,9 +31,10 @@ class TestCheckConfig(unittest.TestCase):
             f.write(text)
         return path
 
-    def check(self, config, *extra):
+    def check(self, config, *extra, env=None):
         return subprocess.run([PMQOSD, "--check-config", "--config", config, "--rules-dir", self.rules, *extra],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30,
+                              env=dict(os.environ, **(env or {})))
 
     def test_good_file(self):
         proc = self.check(self.write("good.conf", "[pmqosd]\nMaxTimeoutSec=3600\nDefaultMinimumLatency=10\n"))
@@ -83,6 +87,43 @@ class TestCheckConfig(unittest.TestCase):
         self.assertEqual(proc.returncode, 1)
         self.assertIn("db.conf", proc.stderr)
 
+    def test_cstate_names(self):
+        """A C-state name where a latency is taken, looked up in the cpuidle
+        of --sysfs-root (or $PMQOS_SYSFS_ROOT); an unknown one, or any on a
+        machine without cpuidle, refused as file:line: key: why."""
+        sysfs = make_cstate_sysfs()
+        self.addCleanup(shutil.rmtree, sysfs, True)
+        good = self.write("good.conf", "[pmqosd]\nDefaultMinimumLatency=C1\nOnBatteryMinimumLatency=c1e\n")
+        rule = os.path.join(self.rules, "db.conf")
+        with open(rule, "w") as f:
+            f.write("[Rule]\nUnit=db.service\nLatency=C6\n")
+        proc = self.check(good, "--sysfs-root", sysfs)
+        self.assertEqual((proc.returncode, proc.stdout, proc.stderr), (0, "", ""))
+        proc = self.check(good, env={"PMQOS_SYSFS_ROOT": sysfs})
+        self.assertEqual((proc.returncode, proc.stderr), (0, ""))
+
+        bad = self.write("bad.conf", "[pmqosd]\n# the deepest\nOnBatteryMinimumLatency=C1F\n")
+        proc = self.check(bad, "--sysfs-root", sysfs)
+        self.assertEqual((proc.returncode, proc.stderr),
+                         (1, 'pmqosd: Bad configuration: %s:3: OnBatteryMinimumLatency: invalid value "C1F", expected '
+                             'a C-state this machine has (%s)\n' % (bad, CSTATE_NAMES)))
+        with open(rule, "w") as f:
+            f.write("[Rule]\nUnit=db.service\nLatency=C10 s\n")
+        proc = self.check(good, "--sysfs-root", sysfs)
+        self.assertEqual((proc.returncode, proc.stderr),
+                         (1, 'pmqosd: Bad unit rule: %s:3: Latency: invalid value "C10 s", expected a C-state this '
+                             'machine has (%s)\n' % (rule, CSTATE_NAMES)))
+
+        # Both files named in one run; without cpuidle no name stands for anything.
+        empty = os.path.join(self.dir, "no-cpuidle")
+        proc = self.check(good, "--sysfs-root", empty)
+        self.assertEqual(proc.returncode, 1)
+        self.assertEqual(proc.stderr.splitlines(), [
+            'pmqosd: Bad configuration: %s:2: DefaultMinimumLatency: invalid value "C1", expected microseconds: this '
+            'machine shows no C-states (no cpuidle under %s/devices/system/cpu)' % (good, empty),
+            'pmqosd: Bad unit rule: %s:3: Latency: invalid value "C10 s", expected microseconds: this machine shows '
+            'no C-states (no cpuidle under %s/devices/system/cpu)' % (rule, empty)])
+
     def test_readme_example_and_installed_default(self):
         with open(os.path.join(SOURCE_ROOT, "README.md")) as f:
             readme = f.read()
@@ -132,6 +173,42 @@ class TestDropInPrecedence(BrokerTestCase):
         os.unlink(os.path.join(d, "pmqosd.conf.d", "20-b.conf"))
         self.start_daemon(("--config", main_file))
         self.assertEqual(self.client().call("Explain", None, iface=NATIVE_IFACE)[0]["floor"], 200)
+
+
+class TestCStateFloor(BrokerTestCase):
+    """DefaultMinimumLatency=C1E: the floor is the state's largest exit
+    latency on an online CPU of this machine (a fake cpuidle tree), looked
+    up again at each reload; a reload naming no state of this machine
+    keeps the previous configuration, as any refused value does."""
+
+    def test_floor_named_by_a_cstate(self):
+        sysfs = make_cstate_sysfs()
+        self.addCleanup(shutil.rmtree, sysfs, True)
+        d = tempfile.mkdtemp(prefix="pmqos-config-")
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "pmqosd.conf")
+        with open(path, "w") as f:
+            f.write("[pmqosd]\nDefaultMinimumLatency=C1E\nMaxTimeoutSec=60\n")
+        self.start_daemon(("--config", path, "--sysfs-root", sysfs))
+        c = self.client()
+        explain = lambda: c.call("Explain", None, iface=NATIVE_IFACE)[0]
+        self.assertEqual(explain()["floor"], CSTATE_LATENCY["C1E"])  # cpu2's 25 µs, not offline cpu3's
+        c.request(1)
+        self.assertEqual(c.latency(), CSTATE_LATENCY["C1E"])
+
+        def reload(text, logged):
+            with open(path, "w") as f:
+                f.write(text)
+            before = self.daemon.output().count(logged)
+            self.daemon.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: self.daemon.output().count(logged) > before, what="the reload")
+
+        reload("DefaultMinimumLatency=C1\n", "Reloaded")
+        self.assertEqual((explain()["floor"], c.latency()), (CSTATE_LATENCY["C1"], CSTATE_LATENCY["C1"]))
+        reload("DefaultMinimumLatency=C6\n\nDefaultMinimumLatency=C8\n", "Keeping the previous configuration")
+        self.assertIn('Bad configuration: %s:3: DefaultMinimumLatency: invalid value "C8", expected a C-state this '
+                      'machine has (%s)' % (path, CSTATE_NAMES), self.daemon.output())
+        self.assertEqual((explain()["floor"], c.latency()), (CSTATE_LATENCY["C1"], CSTATE_LATENCY["C1"]))
 
 
 if __name__ == "__main__":

@@ -8,11 +8,13 @@ with file:line, SIGHUP all or nothing. The kernel is read back."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 
 from contract import ACCESS_DENIED, BUS_NAME, NATIVE_IFACE, PROPS, QOS_IFACE
-from fixtures import BrokerTestCase, NOBODY, PMQOSCTL, PMQOSD, forge_signal, main, owner_of
+from fixtures import (CSTATE_LATENCY, CSTATE_NAMES, BrokerTestCase, NOBODY, PMQOSCTL, PMQOSD, forge_signal, main,
+                      make_cstate_sysfs, owner_of)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SYSTEMD_POLICY = """<policy user="root">
@@ -49,6 +51,7 @@ class RulesTestCase(BrokerTestCase):
     rules = {"db.conf": "[Rule]\nUnit=db.service\nLatency=40\nReason=database\n"}
     systemd_states = (("db.service", "inactive"),)
     with_systemd = True
+    daemon_extra = ()  # more options for pmqosd
 
     def setUp(self):
         super().setUp()
@@ -59,7 +62,7 @@ class RulesTestCase(BrokerTestCase):
         self.systemd = None
         if self.with_systemd:
             self.start_systemd(self.systemd_states)
-        self.start_daemon(("--rules-dir", self.rules_dir))
+        self.start_daemon(("--rules-dir", self.rules_dir, *self.daemon_extra))
         self.c = self.client()
 
     def start_systemd(self, states=()):
@@ -86,6 +89,11 @@ class RulesTestCase(BrokerTestCase):
 
     def released(self):
         self.assert_eventually(lambda: self.rule_requests() == [], what="no rule request")
+
+    def reload(self):
+        before = self.daemon.output().count("unit rule")
+        self.daemon.proc.send_signal(signal.SIGHUP)
+        self.assert_eventually(lambda: self.daemon.output().count("unit rule") > before, what="the reload")
 
 
 class TestUnitStates(RulesTestCase):
@@ -180,11 +188,6 @@ class TestRuleFiles(RulesTestCase):
              "web.conf": "# the web server\n[Rule]\nUnit=web.service\nLatency=70\nReason=web\n"}
     systemd_states = (("db.service", "active"), ("web.service", "active"))
 
-    def reload(self):
-        before = self.daemon.output().count("unit rule")
-        self.daemon.proc.send_signal(signal.SIGHUP)
-        self.assert_eventually(lambda: self.daemon.output().count("unit rule") > before, what="the reload")
-
     def test_reload_all_or_nothing(self):
         held = {r["exec"]: r for r in self.held(2)}
         web = "rule %s/web.conf" % self.rules_dir
@@ -214,6 +217,39 @@ class TestRuleFiles(RulesTestCase):
                               env=self.bus.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
         self.assertEqual(proc.returncode, 1, proc.stdout)
         self.assertIn("%s/bad.conf:3: CPUs: expected a CPU list such as 0-3,8" % self.rules_dir, proc.stdout)
+
+
+class TestCStateRule(RulesTestCase):
+    """Latency=C1E: the largest exit latency of C1E on an online CPU of this
+    machine (a fake cpuidle tree), looked up when the rules are read; a
+    reload naming no state of this machine keeps the previous rules."""
+    rules = {"db.conf": "[Rule]\nUnit=db.service\nLatency=C1E\nReason=database\n"}
+    systemd_states = (("db.service", "active"),)
+
+    def setUp(self):
+        sysfs = make_cstate_sysfs()
+        self.addCleanup(shutil.rmtree, sysfs, True)
+        self.daemon_extra = ("--sysfs-root", sysfs)
+        super().setUp()
+
+    def test_rule_named_by_a_cstate(self):
+        (r,) = self.held()
+        self.assertEqual((r["value"], r["reason"]), (CSTATE_LATENCY["C1E"], "database"))
+        self.assertEqual([rule["latency"] for rule in self.explain()["rules"]], [CSTATE_LATENCY["C1E"]])
+
+        self.write_rule("db.conf", "[Rule]\nUnit=db.service\nLatency=poll\n")
+        self.reload()
+        self.assert_eventually(lambda: [q["value"] for q in self.rule_requests()] == [CSTATE_LATENCY["POLL"]],
+                               what="the rule's new value")
+
+        self.write_rule("db.conf", "[Rule]\nUnit=db.service\nLatency=C1E\n")
+        self.write_rule("zz.conf", "[Rule]\nUnit=zz.service\nLatency=C3\n")
+        self.reload()
+        self.assert_eventually(lambda: "Keeping the previous unit rules." in self.daemon.output(), what="the refusal")
+        self.assertIn('Bad unit rule: %s/zz.conf:3: Latency: invalid value "C3", expected a C-state this machine has '
+                      '(%s)' % (self.rules_dir, CSTATE_NAMES), self.daemon.output())
+        self.assertEqual([q["value"] for q in self.rule_requests()], [CSTATE_LATENCY["POLL"]])
+        self.assertEqual([rule["latency"] for rule in self.explain()["rules"]], [CSTATE_LATENCY["POLL"]])
 
 
 if __name__ == "__main__":
