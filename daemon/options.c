@@ -38,7 +38,7 @@ static void help(void) {
                "  --state-dir DIR   where persistent state lives (default %s)\n"
                "  --runtime-dir DIR where the record of connection-bound requests lives, for\n"
                "                    restarts (default $RUNTIME_DIRECTORY or %s; \"\" for none)\n"
-               "  --sysfs-root DIR  where per-CPU latency files are found (default %s,\n"
+               "  --sysfs-root DIR  where per-CPU latency files and cpuidle are found (default %s,\n"
                "                    or $PMQOS_SYSFS_ROOT)\n"
                "  --max-timeout SECONDS\n"
                "                    longest \"timeout\" a request may have (default %u)\n"

@@ -9,6 +9,7 @@
 
 #include "conf/config.h"
 #include "model/store.h"
+#include "util/parse-value.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -28,6 +29,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
              l->max_clients < 1 || c.default_floor < -1 || c.default_floor > PMQOS_LATENCY_MAX_US ||
              (c.state_dir && c.state_dir[0] != '/')))
                 abort();
+        /* A C-state name is kept only as the grammar writes one, with its line. */
+        const ConfigCState *names[] = { &c.default_floor_cstate, &c.battery_floor_cstate };
+        for (size_t i = 0; i < 2; i++)
+                if (names[i]->name && (r != 0 || !latency_is_cstate_name(names[i]->name) || names[i]->line == 0))
+                        abort();
         config_done(&c);
         return 0;
 }

@@ -9,6 +9,7 @@
 
 #include "dbus/contract.h"
 #include "conf/rule-format.h"
+#include "util/parse-value.h"
 #include "util/text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -22,6 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         }
         if (!rule_unit_name_valid(r.unit) || r.latency < 0 || r.latency > PMQOS_CONTRACT_LATENCY_MAX)
+                abort();
+        if (r.latency_cstate && (!latency_is_cstate_name(r.latency_cstate) || r.latency_line == 0))
                 abort();
         for (size_t i = 1; i < r.n_cpus; i++)
                 if (r.cpus[i - 1] >= r.cpus[i])
