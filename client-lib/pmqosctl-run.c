@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /* pmqosctl run: an unmodified program, with a stand-in /dev/cpu_dma_latency
- * served by this process through FUSE in the program's own mount namespace:
- * each open of it is a broker request (standin/standin-fs.c).
+ * (and /dev/cpu_wakeup_latency where the kernel has it) served by this
+ * process through FUSE in the program's own mount namespace: each open of
+ * it is a broker request of the device's type (standin/standin-fs.c).
  *
  * Root: pmqosctl makes a private mount namespace, mounts the stand-in on a
  * temporary directory there; the child binds its file over the device,
@@ -295,14 +296,16 @@ static int run_serve(standin *s, const char *dir, int sfd) {
 static int run_help(void) {
         printf("Usage: pmqosctl run [--reason TEXT] -- COMMAND [ARG…]\n"
                "       pmqosctl run [--reason TEXT] --serve DIR\n"
-               "Run COMMAND with a stand-in /dev/cpu_dma_latency: each open of it is a request\n"
-               "of the opening process to pmqosd (floored, limited and listed like any other),\n"
-               "a 4-byte write sets its value (other writes are hexadecimal text, as the\n"
-               "kernel takes them), a read gives the machine's value, the last close ends it.\n"
+               "Run COMMAND with a stand-in /dev/cpu_dma_latency (and /dev/cpu_wakeup_latency\n"
+               "where the kernel has it): each open of it is a request of the opening process\n"
+               "to pmqosd (floored, limited and listed like any other), a 4-byte write sets\n"
+               "its value (other writes are hexadecimal text, as the kernel takes them), a\n"
+               "read gives the machine's value, the last close ends it.\n"
                "Exit status is COMMAND's; 125 when the stand-in cannot be set up, 126 when\n"
                "COMMAND cannot be run, 127 when it is not found.\n"
-               "--serve DIR (root): serve DIR/cpu_dma_latency for services, which bind it\n"
-               "over /dev/cpu_dma_latency (BindPaths=); root's opens only. Until stopped.\n");
+               "--serve DIR (root): serve DIR/cpu_dma_latency (and DIR/cpu_wakeup_latency) for\n"
+               "services, which bind it over the device (BindPaths=); root's opens only.\n"
+               "Until stopped.\n");
         return 0;
 }
 

@@ -3,8 +3,17 @@
  * of the server's own, which has the invoking user's credentials. pmqosd
  * authorizes, limits and audits that user; a target of another user would
  * need request-latency-for-others (and the server serves that user's opens
- * only, so it never asks). Libpmqos has no RequestFor yet: these three calls
- * go through sd-bus directly; the machine's value through libpmqos. */
+ * only, so it never asks). Libpmqos has no RequestFor yet: these calls go
+ * through sd-bus directly; cpu_dma's machine value through libpmqos.
+ *
+ * The machine's cpu_wakeup value: pmqosd has no KernelLatency for it; the
+ * wakeup device's own read-back is only in Explain()'s wakeup_kernel, which
+ * costs a scan of every process's descriptors and is refused beyond a few
+ * waiting calls per user: no price for a read(). So a read of the wakeup
+ * stand-in gives GetLatency("cpu_wakeup"), the value pmqosd writes to that
+ * device (floor included; -1, nothing asked, is the kernel's 2000000000).
+ * It differs from the kernel's own read only while a program outside
+ * pmqosd holds the real device with a stricter value. */
 
 #include "standin-backend.h"
 
@@ -17,6 +26,12 @@
 #define BUS_NAME "org.freedesktop.PMQoS"
 #define OBJECT_PATH "/org/freedesktop/PMQoS"
 #define NATIVE_IFACE "org.freedesktop.PMQoS"
+#define QOS_IFACE "org.freedesktop.UPower.QoS"
+
+static const char *const type_names[] = { [STANDIN_CPU_DMA] = "cpu_dma", [STANDIN_CPU_WAKEUP] = "cpu_wakeup" };
+static const char *const device_paths[] = {
+        [STANDIN_CPU_DMA] = "/dev/cpu_dma_latency", [STANDIN_CPU_WAKEUP] = "/dev/cpu_wakeup_latency"
+};
 
 /* libpmqos's errors for the broker's answers (libpmqos(3)). */
 static int failed(standin_backend *b, sd_bus_error *e, int r) {
@@ -27,11 +42,13 @@ static int failed(standin_backend *b, sd_bus_error *e, int r) {
                 r = -EACCES;
         else if (sd_bus_error_has_name(e, "org.freedesktop.PMQoS.Error.NoSuchRequest"))
                 r = -ENOENT;
+        else if (sd_bus_error_has_name(e, SD_BUS_ERROR_NOT_SUPPORTED))
+                r = -ENODEV; /* no device of that type in the broker */
         sd_bus_error_free(e);
         return r;
 }
 
-int standin_backend_open(standin_backend *b, int pidfd, pid_t pid, uint32_t *ret_cookie) {
+int standin_backend_open(standin_backend *b, standin_device device, int pidfd, pid_t pid, uint32_t *ret_cookie) {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         sd_bus_message *reply = NULL;
         char reason[256];
@@ -43,9 +60,9 @@ int standin_backend_open(standin_backend *b, int pidfd, pid_t pid, uint32_t *ret
         if (b->reason)
                 snprintf(reason, sizeof(reason), "%.200s (pid %d)", b->reason, (int) pid);
         else
-                snprintf(reason, sizeof(reason), "stand-in /dev/cpu_dma_latency of pid %d", (int) pid);
+                snprintf(reason, sizeof(reason), "stand-in %s of pid %d", device_paths[device], (int) pid);
         r = sd_bus_call_method(b->bus, BUS_NAME, OBJECT_PATH, NATIVE_IFACE, "RequestFor", &e, &reply, "siha{sv}",
-                               "cpu_dma", PMQOS_LATENCY_NONE, pidfd, 1, "reason", "s", reason);
+                               type_names[device], PMQOS_LATENCY_NONE, pidfd, 1, "reason", "s", reason);
         if (r < 0)
                 return failed(b, &e, r);
         r = sd_bus_message_read(reply, "u", ret_cookie);
@@ -71,8 +88,23 @@ int standin_backend_close(standin_backend *b, uint32_t cookie) {
         return call_u(b, "Cancel", "u", cookie, 0);
 }
 
-int standin_backend_machine_value(standin_backend *b, int32_t *ret) {
-        int r = pmqos_get_kernel_latency(b->client, ret);
+/* GetLatency(type): what the broker asks of that type's device. */
+static int broker_value(standin_backend *b, standin_device device, int32_t *ret) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *reply = NULL;
+        if (!b->bus)
+                return -ENOTCONN;
+        int r = sd_bus_call_method(b->bus, BUS_NAME, OBJECT_PATH, QOS_IFACE, "GetLatency", &e, &reply, "s",
+                                   type_names[device]);
+        if (r < 0)
+                return failed(b, &e, r);
+        r = sd_bus_message_read(reply, "i", ret);
+        sd_bus_message_unref(reply);
+        return r < 0 ? r : 0;
+}
+
+int standin_backend_machine_value(standin_backend *b, standin_device device, int32_t *ret) {
+        int r = device == STANDIN_CPU_DMA ? pmqos_get_kernel_latency(b->client, ret) : broker_value(b, device, ret);
         if (r >= 0 && *ret < 0)
                 *ret = LATENCY_MAX; /* nothing constrains: the kernel's default */
         return r;

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/* The stand-in's FUSE operations. The file behaves as the kernel's device:
- * open adds a request that constrains nothing, a write sets its value (as
- * cpu_latency_qos_write() reads it), a read gives the machine's value (4
- * bytes, from the file offset), the release of the open file description
- * (the last close of it, whatever dup() and fork() made) ends it. */
+/* The stand-in's FUSE operations. Each file behaves as the kernel's device
+ * of its name: open adds a request of its type that constrains nothing, a
+ * write sets its value (as cpu_latency_qos_write() reads it; the wakeup
+ * device takes writes alike), a read gives the machine's value for that
+ * type (4 bytes, from the file offset), the release of the open file
+ * description (the last close of it, whatever dup() and fork() made) ends
+ * it. Both files share the bound on opens served at once. */
 
 #define FUSE_USE_VERSION 31
 
@@ -22,8 +24,8 @@
 #include "standin-parse.h"
 
 #define DEVICE_NAME "/cpu_dma_latency"
-/* Linux 6.19's second device: masked (open fails with ENODEV) until the
- * broker's typed requests are in libpmqos, so that it is never reached. */
+/* Linux 6.19's second device: requests of type cpu_wakeup. Where pmqosd has
+ * no wakeup device its open fails with ENODEV, never reaching the real one. */
 #define WAKEUP_NAME "/cpu_wakeup_latency"
 
 static standin *current(void) {
@@ -105,17 +107,19 @@ static pid_t thread_group(pid_t tid) {
         return tgid;
 }
 
-/* A request bound to the process whose thread made the current FUSE call.
- * 0, or the errno for that call. */
-static int request_for_caller(standin *s, uint32_t *ret_cookie, pid_t *ret_pid) {
+/* A request of device's type bound to the process whose thread made the
+ * current FUSE call. 0, or the errno for that call. */
+static int request_for_caller(standin *s, standin_device device, uint32_t *ret_cookie, pid_t *ret_pid) {
         pid_t pid = thread_group(fuse_get_context()->pid);
         if (pid <= 0)
                 return -ESRCH;
         int pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
         if (pidfd < 0)
                 return -errno;
-        int r = standin_backend_open(&s->backend, pidfd, pid, ret_cookie);
+        int r = standin_backend_open(&s->backend, device, pidfd, pid, ret_cookie);
         close(pidfd);
+        if (r == -ENODEV)
+                return r; /* pmqosd serves no device of that type: said by the errno alone */
         if (r < 0)
                 return refused(s, pid, r);
         *ret_pid = pid;
@@ -125,9 +129,12 @@ static int request_for_caller(standin *s, uint32_t *ret_cookie, pid_t *ret_pid) 
 static int standin_open_file(const char *path, struct fuse_file_info *fi) {
         struct fuse_context *ctx = fuse_get_context();
         standin *s = ctx->private_data;
-        if (strcmp(path, WAKEUP_NAME) == 0)
-                return -ENODEV;
-        if (strcmp(path, DEVICE_NAME) != 0)
+        standin_device device;
+        if (strcmp(path, DEVICE_NAME) == 0)
+                device = STANDIN_CPU_DMA;
+        else if (strcmp(path, WAKEUP_NAME) == 0)
+                device = STANDIN_CPU_WAKEUP;
+        else
                 return -ENOENT;
         if (ctx->uid != s->uid)
                 return -EACCES; /* another user: not through our authorization */
@@ -138,10 +145,10 @@ static int standin_open_file(const char *path, struct fuse_file_info *fi) {
                 slot++;
         uint32_t cookie;
         pid_t pid;
-        int r = request_for_caller(s, &cookie, &pid);
+        int r = request_for_caller(s, device, &cookie, &pid);
         if (r < 0)
                 return r;
-        s->opens[slot] = (standin_open){ .cookie = cookie, .pid = pid, .used = true };
+        s->opens[slot] = (standin_open){ .cookie = cookie, .pid = pid, .device = device, .used = true };
         s->n_opens++;
         fi->fh = slot;
         fi->direct_io = 1;
@@ -168,7 +175,7 @@ static int standin_read(const char *path, char *buf, size_t size, off_t offset, 
                 offset -= (off_t) o->written;
         if (offset >= (off_t) sizeof(v))
                 return 0;
-        int r = standin_backend_machine_value(&s->backend, &v);
+        int r = standin_backend_machine_value(&s->backend, o->device, &v);
         if (r < 0)
                 return -EIO;
         size_t n = sizeof(v) - (size_t) offset;
@@ -192,7 +199,7 @@ static int standin_write(const char *path, const char *buf, size_t size, off_t o
         if (r == -ENOENT) {
                 /* The opener died (its request with it) while a child it
                  * forked keeps the descriptor: the writer's own request now. */
-                r = request_for_caller(s, &o->cookie, &o->pid);
+                r = request_for_caller(s, o->device, &o->cookie, &o->pid);
                 if (r < 0)
                         return r;
                 r = standin_backend_set(&s->backend, o->cookie, standin_broker_value(v));

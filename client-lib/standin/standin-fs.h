@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The stand-in file system: a directory holding cpu_dma_latency, served
- * with the kernel device's semantics, one broker request per open. */
+/* The stand-in file system: a directory holding cpu_dma_latency and
+ * cpu_wakeup_latency, served with the kernel devices' semantics, one broker
+ * request per open. */
 #pragma once
 
 #include <stdbool.h>
@@ -9,14 +10,15 @@
 
 #include "standin-backend.h"
 
-#define STANDIN_MAX_OPENS 1024 /* opens served at once; more: EMFILE */
+#define STANDIN_MAX_OPENS 1024 /* opens served at once, of both files; more: EMFILE */
 
 struct fuse;
 
 typedef struct standin_open {
         uint32_t cookie;
-        pid_t pid;        /* the process that opened it */
-        uint64_t written; /* bytes written: how far FUSE moved the file offset */
+        pid_t pid;             /* the process that opened it */
+        standin_device device; /* which file: the request's type */
+        uint64_t written;      /* bytes written: how far FUSE moved the file offset */
         bool used;
 } standin_open;
 

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/* A program that uses /dev/cpu_dma_latency as programs do, one step per line
- * on stdin, one answer per line on stdout ("ok …" or "err ERRNO"), for the
- * stand-in's tests (test_standin.py):
+/* A program that uses /dev/cpu_dma_latency (and /dev/cpu_wakeup_latency) as
+ * programs do, one step per line on stdin, one answer per line on stdout
+ * ("ok …" or "err ERRNO"), for the stand-in's tests (test_standin.py):
  *   open N          open the device into slot N (0 … 15)
+ *   wopen N         open /dev/cpu_wakeup_latency into slot N (the same
+ *                   steps work on it)
  *   bin N V         write V as 4 bytes
  *   text N STRING   write STRING (no newline; "\n" in it is one)
  *   read N          pread 4 bytes at 0: "ok V"
@@ -100,6 +102,8 @@ static void step(char *cmd, char *a, char *b) {
         char buf[16];
         if (strcmp(cmd, "open") == 0)
                 answer(fds[slot(a)] = open("/dev/cpu_dma_latency", O_RDWR | O_CLOEXEC));
+        else if (strcmp(cmd, "wopen") == 0)
+                answer(fds[slot(a)] = open("/dev/cpu_wakeup_latency", O_RDWR | O_CLOEXEC));
         else if (strcmp(cmd, "bin") == 0) {
                 v = (int32_t) strtol(b, NULL, 10);
                 answer((int) write(fds[slot(a)], &v, sizeof(v)));

@@ -1,16 +1,19 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """pmqosctl run: unmodified programs (cyclictest, and a probe that does what
-programs do with the device) through the stand-in /dev/cpu_dma_latency,
-against the live broker and the real device."""
+programs do with the device) through the stand-in /dev/cpu_dma_latency and
+/dev/cpu_wakeup_latency, against the live broker and the device (a file
+under PMQOS_TEST_STANDIN=1: the command only ever opens the stand-in)."""
 
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import tempfile
 import time
 
-from contract import NATIVE_IFACE
+from contract import LATENCY_MAX, NATIVE_IFACE
 from fixtures import NOBODY, PMQOSCTL, TIME_SCALE, BrokerTestCase, main, skip_notice, wait_for
 
 PROBE = os.environ.get("PMQOS_STANDIN_PROBE", "pmqos-standin-probe")
@@ -49,11 +52,9 @@ class Probe:
 
 
 class StandinCase(BrokerTestCase):
+    # Root (root_only): the stand-in is mounted in a mount namespace of its own.
     def setUp(self):
         super().setUp()
-        if not self.kernel.real:
-            skip_notice("pmqosctl run", "needs root: the stand-in is mounted in a mount namespace of its own")
-            self.skipTest("needs root")
         self.bus_client = self.client()
 
     def requests(self):
@@ -265,6 +266,119 @@ class TestCommandLine(StandinCase):
         self.assertIn("ermission denied", r.stderr)
         self.assertEqual(self.requests(), [])
 
+
+
+# A /dev with a cpu_wakeup_latency (Linux 6.19; this kernel may have none)
+# for pmqosctl run and its command: in a mount namespace of the test's own, a
+# tmpfs moved over /dev holding binds of the nodes they use, and regular
+# files for both latency devices, so that nothing there is the real device
+# whatever happens. pmqosctl run then binds its stand-in over both.
+WAKEUP_DEV = r"""
+set -e
+d=$1; shift
+mount -t tmpfs -o mode=0755 pmqos-test-dev "$d"
+for n in null zero full random urandom tty fuse; do
+        : > "$d/$n"
+        mount --bind "/dev/$n" "$d/$n"
+done
+mkdir "$d/pts" "$d/shm"
+mount --rbind /dev/pts "$d/pts"
+mount --rbind /dev/shm "$d/shm"
+ln -s pts/ptmx "$d/ptmx"
+ln -s /proc/self/fd "$d/fd"
+ln -s /proc/self/fd/0 "$d/stdin"
+ln -s /proc/self/fd/1 "$d/stdout"
+ln -s /proc/self/fd/2 "$d/stderr"
+: > "$d/cpu_dma_latency"
+: > "$d/cpu_wakeup_latency"
+chmod 600 "$d/cpu_dma_latency" "$d/cpu_wakeup_latency"
+mount --move "$d" /dev
+exec "$@"
+"""
+
+
+class TestWakeupDevice(StandinCase):
+    """The stand-in /dev/cpu_wakeup_latency: each open a cpu_wakeup request
+    where pmqosd has a wakeup device (here a file, --wakeup-device), written
+    to that device and not to cpu_dma's; ENODEV where pmqosd has none."""
+
+    def setUp(self):
+        fd, self.wakeup = tempfile.mkstemp(prefix="pmqos-wakeup-")
+        os.write(fd, struct.pack("=i", LATENCY_MAX))
+        os.close(fd)
+        self.addCleanup(os.unlink, self.wakeup)
+        self.daemon_args = ("--wakeup-device", self.wakeup)
+        self.dev = tempfile.mkdtemp(prefix="pmqos-dev-")
+        self.addCleanup(os.rmdir, self.dev)
+        super().setUp()
+        self.in_dev = ("unshare", "--mount", "--propagation", "private", "sh", "-c", WAKEUP_DEV, "sh", self.dev)
+
+    def wakeup_value(self):
+        with open(self.wakeup, "rb") as f:
+            return struct.unpack("=i", f.read(4))[0]
+
+    def test_open_is_a_cpu_wakeup_request(self):
+        r = self.run_ctl("run", "--", "sh", "-c", "grep -c ' /dev/cpu_wakeup_latency fuse' /proc/self/mounts",
+                         prefix=self.in_dev)
+        self.assertEqual(r.stdout.split(), ["1"], r.stderr)
+        p = Probe(self, prefix=self.in_dev)
+        pid = p.ok("pid")
+        p.ok("wopen 0")
+        self.wait_values([-1], "the open's request, constraining nothing")
+        [req] = self.requests()
+        self.assertEqual((req["type"], req["bound_to"]), ("cpu_wakeup", "process"))
+        self.assertRegex(req["target"], r"^pid %d " % pid)
+        self.assertIn("/dev/cpu_wakeup_latency", req["reason"])
+        self.assertEqual(self.wakeup_value(), LATENCY_MAX)
+        self.assertEqual(p.ok("bin 0 42"), 4)
+        self.assertEqual(self.wakeup_value(), 42)
+        self.assertTrue(self.kernel.released())  # cpu_dma's device untouched
+        self.assertEqual(self.bus_client.call("GetLatency", "s", "cpu_dma")[0], -1)
+        self.assertEqual(p.ok("text 0 100"), 3)  # hexadecimal, as the kernel reads it: 256 µs
+        self.assertEqual(self.wakeup_value(), 256)
+        self.assertEqual(p.step("text 0 zz"), (False, 22))  # EINVAL, the value kept
+        self.assertEqual(self.values(), [256])
+        p.ok("dup 0 1")
+        p.ok("close 0")
+        p.ok("fork 1")
+        p.ok("close 1")
+        self.assert_persists(lambda: self.values() == [256], seconds=0.3, what="the child's dup keeping it")
+        p.ok("unfork")
+        self.wait_values([], "the request ended with the last close")
+        self.assertEqual(self.wakeup_value(), LATENCY_MAX)
+        self.assertTrue(self.kernel.released())
+
+    def test_read_gives_the_machines_wakeup_value(self):
+        p = Probe(self, prefix=self.in_dev)
+        p.ok("wopen 0")
+        self.assertEqual(p.ok("read 0"), LATENCY_MAX)  # nothing asked: the kernel's default
+        self.bus_client.call("Request", "sia{sv}", "cpu_wakeup", 33, {}, iface=NATIVE_IFACE)
+        self.bus_client.call("Request", "sia{sv}", "cpu_dma", 10, {}, iface=NATIVE_IFACE)
+        self.assertEqual(p.ok("read 0"), 33)
+        p.ok("bin 0 20")
+        self.assertEqual(p.ok("read 0"), 20)
+        p.ok("open 1")
+        self.assertEqual(p.ok("read 1"), 10)  # each file its own type's value
+        self.assertEqual(p.ok("read 0"), 20)
+
+    def test_opens_of_both_files_share_the_bound(self):
+        p = Probe(self, prefix=self.in_dev)
+        good, errno = p.step("flood 2000")
+        self.assertEqual((good, errno), (False, 24))  # EMFILE
+        self.assertEqual(p.step("wopen 0"), (False, 24))
+        self.assertEqual(len(self.requests()), p.ok("count"))
+        p.ok("unflood")
+        self.wait_values([], "every flood request ended")
+        p.ok("wopen 0")
+
+    def test_no_wakeup_device_is_enodev(self):
+        self.start_daemon(("--wakeup-device", ""))
+        p = Probe(self, prefix=self.in_dev)
+        self.assertEqual(p.step("wopen 0"), (False, 19))  # ENODEV, as before it was served
+        self.assertEqual(self.requests(), [])
+        p.ok("open 1")  # cpu_dma is served as ever
+        self.assertEqual([r["type"] for r in self.requests()], ["cpu_dma"])
+        self.assertEqual(self.wakeup_value(), LATENCY_MAX)
 
 
 class TestServeForServices(StandinCase):
