@@ -81,6 +81,19 @@ static const char *bound_by(const Core *c, int32_t kernel, const Request **ret_b
         return "request";
 }
 
+/* The uids whose processes the scan's bound kept it from looking at. */
+static int append_unscanned(sd_bus_message *reply, const HolderScan *scan) {
+        int r = open_entry(reply, "external_holders_unscanned", "aa{sv}");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "a{sv}");
+        for (uint32_t i = 0; r >= 0 && scan && i < scan->n_unscanned; i++)
+                r = sd_bus_message_append(reply, "a{sv}", 2, "uid", "u", scan->unscanned[i].uid, "processes", "u",
+                                          scan->unscanned[i].processes);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r < 0 ? r : close_entry(reply);
+}
+
 static int append_holders(sd_bus_message *reply, const HolderScan *scan) {
         int r = open_entry(reply, "external_holders", "aa{sv}");
         if (r >= 0)
@@ -94,8 +107,8 @@ static int append_holders(sd_bus_message *reply, const HolderScan *scan) {
                 char *exec = process_command_line((pid_t) scan->pids[i]);
                 if (!exec)
                         return -ENOMEM;
-                r = sd_bus_message_append(reply, "a{sv}", 3, "pid", "u", scan->pids[i], "uid", "u",
-                                          (uint32_t) st.st_uid, "exec", "s", exec);
+                r = sd_bus_message_append(reply, "a{sv}", 3, "pid", "u", scan->pids[i], "uid", "u", scan->uids[i],
+                                          "exec", "s", exec);
                 free(exec);
         }
         if (r >= 0)
@@ -104,7 +117,9 @@ static int append_holders(sd_bus_message *reply, const HolderScan *scan) {
                 r = close_entry(reply);
         if (r >= 0)
                 r = append_b(reply, "external_holders_complete", scan && scan->complete);
-        return r;
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "{sv}", "external_holders_left_out", "u", scan ? scan->left_out : 0);
+        return r < 0 ? r : append_unscanned(reply, scan);
 }
 
 static int append_cstates(sd_bus_message *reply, const CpuIdle *idle, int32_t bound) {

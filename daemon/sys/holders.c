@@ -80,9 +80,14 @@ static bool opened_for_io(int proc_fd, const char *pid, const char *fd) {
         return !(v & O_PATH);
 }
 
-/* 1 if process pid holds target, 0 if not, -EACCES if its descriptors are hidden from us. */
-static int scan_process(int proc_fd, const char *pid, const HolderTarget *target, unsigned *budget) {
+/* 1 if process pid holds target, 0 if not, -EACCES if its descriptors are
+ * hidden from us, -E2BIG if *budget ran out before its last descriptor. Its
+ * descriptor list costs one of *budget, each descriptor one more. */
+static int scan_process(int proc_fd, const char *pid, const HolderTarget *target, uint32_t *budget) {
         char path[64];
+        if (*budget == 0)
+                return -E2BIG;
+        (*budget)--;
         snprintf(path, sizeof(path), "%s/fd", pid);
         int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
@@ -115,7 +120,174 @@ static int scan_process(int proc_fd, const char *pid, const HolderTarget *target
         return found;
 }
 
-void holders_scan(int proc_fd, const HolderTarget *target, const pid_t *skip, size_t n_skip, HolderScan *ret) {
+/* The uid a process is charged to and listed under, from its status file:
+ * root only if its real and effective uids are both 0 (a set-uid program a
+ * user runs stays the user's), else the real uid, or the effective one if
+ * the real is 0. -ENOENT if it is gone, -EBADMSG if the file says no uid. */
+static int process_uid(int proc_fd, const char *pid, uint32_t *ret) {
+        char path[64], buf[2048];
+        snprintf(path, sizeof(path), "%s/status", pid);
+        int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return n < 0 ? -errno : -EBADMSG;
+        buf[n] = 0;
+        const char *p = strstr(buf, "\nUid:");
+        unsigned long uids[2];
+        if (!p)
+                return -EBADMSG;
+        p += strlen("\nUid:");
+        for (size_t i = 0; i < 2; i++) {
+                char *end;
+                while (*p == '\t' || *p == ' ')
+                        p++;
+                if (*p < '0' || *p > '9')
+                        return -EBADMSG;
+                errno = 0;
+                uids[i] = strtoul(p, &end, 10);
+                if (errno || uids[i] > UINT32_MAX || (*end != '\t' && *end != ' ' && *end != '\n'))
+                        return -EBADMSG;
+                p = end;
+        }
+        unsigned long real = uids[0], effective = uids[1];
+        *ret = (uint32_t) (real != 0 ? real : effective);
+        return 0;
+}
+
+/* ---- what a scan has cost each uid: a hash table, open addressing ---- */
+
+typedef struct UidCost {
+        uint32_t uid;
+        uint32_t used;      /* entries looked at for its processes */
+        uint32_t unscanned; /* its processes not looked at to their end */
+        bool taken;
+} UidCost;
+
+typedef struct UidCosts {
+        UidCost *slots;
+        size_t n, cap; /* cap a power of two, at most half full */
+        uint32_t others_used;
+} UidCosts;
+
+static UidCost *probe(UidCost *slots, size_t cap, uint32_t uid) {
+        size_t i = (uid * 2654435761u) & (cap - 1);
+        while (slots[i].taken && slots[i].uid != uid)
+                i = (i + 1) & (cap - 1);
+        return &slots[i];
+}
+
+/* uid's entry, added if new; NULL without memory. */
+static UidCost *uid_cost(UidCosts *t, uint32_t uid) {
+        if ((t->n + 1) * 2 > t->cap) {
+                size_t cap = t->cap ? t->cap * 2 : 64;
+                UidCost *slots = calloc(cap, sizeof(UidCost));
+                if (!slots)
+                        return NULL;
+                for (size_t i = 0; i < t->cap; i++)
+                        if (t->slots[i].taken)
+                                *probe(slots, cap, t->slots[i].uid) = t->slots[i];
+                free(t->slots);
+                t->slots = slots;
+                t->cap = cap;
+        }
+        UidCost *c = probe(t->slots, t->cap, uid);
+        if (!c->taken) {
+                *c = (UidCost){ .uid = uid, .taken = true };
+                t->n++;
+        }
+        return c;
+}
+
+/* The uids with the most processes not looked at, most first. */
+static void report_unscanned(const UidCosts *t, HolderScan *ret) {
+        for (ret->n_unscanned = 0; ret->n_unscanned < HOLDERS_UNSCANNED_MAX; ret->n_unscanned++) {
+                const UidCost *best = NULL;
+                for (size_t i = 0; i < t->cap; i++) {
+                        const UidCost *c = &t->slots[i];
+                        bool listed = false;
+                        for (uint32_t k = 0; k < ret->n_unscanned; k++)
+                                listed |= ret->unscanned[k].uid == c->uid;
+                        if (c->taken && c->unscanned > 0 && !listed &&
+                            (!best || c->unscanned > best->unscanned ||
+                             (c->unscanned == best->unscanned && c->uid < best->uid)))
+                                best = c;
+                }
+                if (!best)
+                        break;
+                ret->unscanned[ret->n_unscanned] = (HolderUnscanned){ .uid = best->uid, .processes = best->unscanned };
+        }
+}
+
+/* ---- the scan ---- */
+
+/* Lists a holder. When the list is full, one more is left out — unless it is
+ * root's and a user's is listed: the last user's listed gives way. */
+static void add_holder(HolderScan *ret, uint32_t pid, uint32_t uid) {
+        if (ret->n < HOLDERS_MAX) {
+                ret->pids[ret->n] = pid;
+                ret->uids[ret->n++] = uid;
+                return;
+        }
+        ret->left_out++;
+        for (uint32_t i = ret->n; uid == 0 && i-- > 0;)
+                if (ret->uids[i] != 0) {
+                        memmove(ret->pids + i, ret->pids + i + 1, (ret->n - i - 1) * sizeof(uint32_t));
+                        memmove(ret->uids + i, ret->uids + i + 1, (ret->n - i - 1) * sizeof(uint32_t));
+                        ret->pids[ret->n - 1] = pid;
+                        ret->uids[ret->n - 1] = uid;
+                        return;
+                }
+}
+
+/* Root's holders first, each part in the order found. */
+static void root_first(HolderScan *ret) {
+        uint32_t pids[HOLDERS_MAX] = {}, uids[HOLDERS_MAX] = {}, k = 0;
+        for (int root = 1; root >= 0; root--)
+                for (uint32_t i = 0; i < ret->n; i++)
+                        if ((ret->uids[i] == 0) == (bool) root) {
+                                pids[k] = ret->pids[i];
+                                uids[k++] = ret->uids[i];
+                        }
+        memcpy(ret->pids, pids, k * sizeof(uint32_t));
+        memcpy(ret->uids, uids, k * sizeof(uint32_t));
+}
+
+/* Looks at one process within its uid's share; false without memory. */
+static bool scan_one(int proc_fd, const char *pid, const HolderTarget *target, const HolderBounds *bounds,
+                     UidCosts *costs, HolderScan *ret) {
+        uint32_t uid = UINT32_MAX;
+        int r = process_uid(proc_fd, pid, &uid);
+        if (r < 0) {
+                ret->complete &= r == -ENOENT; /* gone meanwhile, or hidden */
+                return true;
+        }
+        UidCost *c = uid_cost(costs, uid);
+        if (!c)
+                return false;
+        bool trusted = uid == 0 || uid == (uint32_t) bounds->own;
+        uint32_t max = trusted ? bounds->trusted : bounds->per_uid;
+        uint32_t budget = c->used < max ? max - c->used : 0;
+        if (!trusted && bounds->others - costs->others_used < budget)
+                budget = bounds->others - costs->others_used;
+        uint32_t before = budget;
+        r = scan_process(proc_fd, pid, target, &budget);
+        c->used += before - budget;
+        if (!trusted)
+                costs->others_used += before - budget;
+        if (r == -E2BIG)
+                c->unscanned++;
+        if (r < 0)
+                ret->complete = false;
+        else if (r > 0)
+                add_holder(ret, (uint32_t) strtoul(pid, NULL, 10), uid);
+        return true;
+}
+
+void holders_scan(int proc_fd, const HolderTarget *target, const pid_t *skip, size_t n_skip, const HolderBounds *bounds,
+                  HolderScan *ret) {
         *ret = (HolderScan){ .complete = true };
         int fd = openat(proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -125,7 +297,7 @@ void holders_scan(int proc_fd, const HolderTarget *target, const pid_t *skip, si
                 ret->complete = false;
                 return;
         }
-        unsigned budget = HOLDERS_SCAN_FDS_MAX;
+        UidCosts costs = {};
         struct dirent *de;
         while ((de = readdir(d))) {
                 char *end;
@@ -135,47 +307,58 @@ void holders_scan(int proc_fd, const HolderTarget *target, const pid_t *skip, si
                 bool skipped = false;
                 for (size_t i = 0; i < n_skip; i++)
                         skipped |= (unsigned long) skip[i] == pid;
-                if (skipped)
-                        continue;
-                int r = scan_process(proc_fd, de->d_name, target, &budget);
-                if (r == -E2BIG) {
+                if (!skipped && !scan_one(proc_fd, de->d_name, target, bounds, &costs, ret)) {
                         ret->complete = false;
                         break;
                 }
-                if (r < 0)
-                        ret->complete = false;
-                else if (r > 0) {
-                        if (ret->n == HOLDERS_MAX) {
-                                ret->complete = false;
-                                break;
-                        }
-                        ret->pids[ret->n++] = (uint32_t) pid;
-                }
         }
         closedir(d);
+        root_first(ret);
+        report_unscanned(&costs, ret);
+        free(costs.slots);
+        ret->complete &= ret->left_out == 0 && ret->n_unscanned == 0;
 }
 
 size_t holders_encode(const HolderScan *scan, uint8_t buf[HOLDERS_WIRE_MAX]) {
-        uint32_t head[2] = { scan->n, scan->complete };
+        uint32_t head[4] = { scan->n, scan->complete, scan->left_out, scan->n_unscanned };
+        size_t len = sizeof(head);
         memcpy(buf, head, sizeof(head));
-        memcpy(buf + sizeof(head), scan->pids, scan->n * sizeof(uint32_t));
-        return sizeof(head) + scan->n * sizeof(uint32_t);
+        for (uint32_t i = 0; i < scan->n; i++) {
+                uint32_t pair[2] = { scan->pids[i], scan->uids[i] };
+                memcpy(buf + len, pair, sizeof(pair));
+                len += sizeof(pair);
+        }
+        for (uint32_t i = 0; i < scan->n_unscanned; i++) {
+                uint32_t pair[2] = { scan->unscanned[i].uid, scan->unscanned[i].processes };
+                memcpy(buf + len, pair, sizeof(pair));
+                len += sizeof(pair);
+        }
+        return len;
 }
 
 int holders_decode(const uint8_t *buf, size_t len, HolderScan *ret) {
-        uint32_t head[2];
+        uint32_t head[4];
         *ret = (HolderScan){};
         if (len < sizeof(head))
                 return -EBADMSG;
         memcpy(head, buf, sizeof(head));
-        if (head[0] > HOLDERS_MAX || head[1] > 1 || len != sizeof(head) + head[0] * sizeof(uint32_t))
+        if (head[0] > HOLDERS_MAX || head[1] > 1 || head[3] > HOLDERS_UNSCANNED_MAX ||
+            len != sizeof(head) + (head[0] + head[3]) * 2 * sizeof(uint32_t) || (head[1] && (head[2] || head[3])))
                 return -EBADMSG;
-        ret->n = head[0];
-        ret->complete = head[1];
-        memcpy(ret->pids, buf + sizeof(head), ret->n * sizeof(uint32_t));
-        for (uint32_t i = 0; i < ret->n; i++)
-                if (ret->pids[i] == 0 || ret->pids[i] > INT32_MAX)
+        *ret = (HolderScan){ .n = head[0], .complete = head[1], .left_out = head[2], .n_unscanned = head[3] };
+        const uint8_t *p = buf + sizeof(head);
+        for (uint32_t i = 0; i < ret->n; i++, p += 8) {
+                memcpy(&ret->pids[i], p, 4);
+                memcpy(&ret->uids[i], p + 4, 4);
+                if (ret->pids[i] == 0 || ret->pids[i] > INT32_MAX || (i > 0 && ret->uids[i] == 0 && ret->uids[i - 1]))
+                        return -EBADMSG; /* not a pid, or root's after a user's */
+        }
+        for (uint32_t i = 0; i < ret->n_unscanned; i++, p += 8) {
+                memcpy(&ret->unscanned[i].uid, p, 4);
+                memcpy(&ret->unscanned[i].processes, p + 4, 4);
+                if (ret->unscanned[i].processes == 0)
                         return -EBADMSG;
+        }
         return 0;
 }
 
@@ -221,6 +404,10 @@ static _Noreturn void helper_run(int sock, const HolderTarget *target, pid_t par
 
         int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         const pid_t skip[] = { parent, getpid() };
+        const HolderBounds bounds = { .per_uid = HOLDERS_SCAN_PER_UID,
+                                      .others = HOLDERS_SCAN_FDS_MAX,
+                                      .trusted = HOLDERS_SCAN_FDS_MAX,
+                                      .own = getuid() };
         for (;;) {
                 char byte;
                 ssize_t n = recv(3, &byte, 1, 0);
@@ -230,7 +417,7 @@ static _Noreturn void helper_run(int sock, const HolderTarget *target, pid_t par
                         continue;
                 HolderScan scan = { .complete = false };
                 if (proc_fd >= 0)
-                        holders_scan(proc_fd, target, skip, 2, &scan);
+                        holders_scan(proc_fd, target, skip, 2, &bounds, &scan);
                 uint8_t buf[HOLDERS_WIRE_MAX];
                 size_t len = holders_encode(&scan, buf);
                 if (send(3, buf, len, MSG_NOSIGNAL) < 0)

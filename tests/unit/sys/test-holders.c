@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,6 +55,11 @@ static void release(pid_t pid, int pipe_fd) {
         ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
 }
 
+static const HolderBounds bounds = { .per_uid = HOLDERS_SCAN_PER_UID,
+                                     .others = HOLDERS_SCAN_FDS_MAX,
+                                     .trusted = HOLDERS_SCAN_FDS_MAX,
+                                     .own = (uid_t) -1 };
+
 static bool has(const HolderScan *scan, pid_t pid) {
         for (uint32_t i = 0; i < scan->n; i++)
                 if (scan->pids[i] == (uint32_t) pid)
@@ -98,7 +104,7 @@ START_TEST(test_scan_finds_holders_and_skips) {
         ck_assert_int_ge(proc, 0);
         pid_t skip[] = { getpid(), b };
         HolderScan scan;
-        holders_scan(proc, &target, skip, 2, &scan);
+        holders_scan(proc, &target, skip, 2, &bounds, &scan);
         ck_assert(has(&scan, a));
         ck_assert(!has(&scan, b));        /* skipped, as pmqosd and its helper are */
         ck_assert(!has(&scan, c));        /* a look-alike name */
@@ -107,7 +113,7 @@ START_TEST(test_scan_finds_holders_and_skips) {
         ck_assert(!has(&scan, o));        /* O_PATH: no request */
 
         release(a, p1);
-        holders_scan(proc, &target, skip, 2, &scan);
+        holders_scan(proc, &target, skip, 2, &bounds, &scan);
         ck_assert(!has(&scan, a)); /* gone */
         release(b, p2);
         release(c, p3);
@@ -119,25 +125,251 @@ START_TEST(test_scan_finds_holders_and_skips) {
 }
 END_TEST
 
+/* ---- a fake /proc: PID/status, PID/fd/N links, PID/fdinfo/N ---- */
+
+/* Process pid of real uid ruid and effective euid with n_fds descriptors of
+ * other, and, if device, one more of it (opened for io, or O_PATH). */
+static void fake_process(const char *proc, unsigned pid, unsigned ruid, unsigned euid, unsigned n_fds,
+                         const char *other, const char *device, bool io) {
+        char name[128], text[256], link[512];
+        snprintf(name, sizeof(name), "%u/status", pid);
+        snprintf(text, sizeof(text),
+                 "Name:\tfake\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t%u\t%u\t%u\t%u\nGid:\t0\t0\t0\t0\n", ruid,
+                 euid, euid, euid);
+        unit_write_file(proc, name, text);
+        snprintf(name, sizeof(name), "%u/fdinfo/x", pid);
+        unit_write_file(proc, name, "");
+        for (unsigned k = 0; k <= n_fds; k++) {
+                if (k == n_fds && !device)
+                        break;
+                snprintf(link, sizeof(link), "%s/%u/fd/%u", proc, pid, k);
+                if (k == 0) {
+                        snprintf(name, sizeof(name), "%s/%u/fd", proc, pid);
+                        ck_assert_int_eq(mkdir(name, 0755), 0);
+                }
+                ck_assert_int_eq(symlink(k == n_fds ? device : other, link), 0);
+                snprintf(name, sizeof(name), "%u/fdinfo/%u", pid, k);
+                unit_write_file(proc, name,
+                                io || k < n_fds ? "pos:\t0\nflags:\t0100002\n" : "pos:\t0\nflags:\t012000000\n");
+        }
+}
+
+typedef struct FakeProc {
+        char dir[256], proc[300], device[300], other[300];
+        HolderTarget target;
+        int device_fd, proc_fd;
+} FakeProc;
+
+static void fake_begin(FakeProc *f) {
+        snprintf(f->dir, sizeof(f->dir), "%s", unit_make_dir("fakeproc"));
+        snprintf(f->proc, sizeof(f->proc), "%s/proc", f->dir);
+        snprintf(f->device, sizeof(f->device), "%s/dev/cpu_dma_latency", f->dir);
+        snprintf(f->other, sizeof(f->other), "%s/dev/null", f->dir);
+        unit_write_file(f->dir, "dev/cpu_dma_latency", "x");
+        unit_write_file(f->dir, "dev/null", "");
+        ck_assert_int_eq(mkdir(f->proc, 0755), 0);
+        f->device_fd = open(f->device, O_RDWR | O_CLOEXEC);
+        ck_assert_int_ge(f->device_fd, 0);
+        ck_assert_int_eq(holder_target_init(&f->target, f->device_fd, f->device), 0);
+        f->target.owner = 0; /* the fake pids are no processes: no kcmp() */
+}
+
+static void fake_scan(FakeProc *f, const HolderBounds *b, HolderScan *scan) {
+        f->proc_fd = open(f->proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(f->proc_fd, 0);
+        holders_scan(f->proc_fd, &f->target, NULL, 0, b, scan);
+        close(f->proc_fd);
+}
+
+static void fake_end(FakeProc *f) {
+        close(f->device_fd);
+        unit_remove_dir(f->dir);
+}
+
+static uint32_t uid_of(const HolderScan *scan, pid_t pid) {
+        for (uint32_t i = 0; i < scan->n; i++)
+                if (scan->pids[i] == (uint32_t) pid)
+                        return scan->uids[i];
+        ck_abort_msg("pid %d not listed", (int) pid);
+        return 0;
+}
+
+/* 70 holders of a user and 2 of root, made in either order (a directory's
+ * order is the file system's): root's are listed, first, and the 8 users'
+ * beyond 64 counted. A set-uid program a user runs (real uid the user's) and
+ * a process whose effective uid is a user's are the user's. */
+static void check_root_first(bool users_first) {
+        FakeProc f;
+        HolderScan scan;
+        fake_begin(&f);
+        for (int part = 0; part < 2; part++) {
+                if ((part == 0) == users_first) {
+                        for (unsigned i = 0; i < 68; i++)
+                                fake_process(f.proc, 1000 + i, 1000, 1000, 3, f.other, f.device, true);
+                        fake_process(f.proc, 1100, 1000, 0, 1, f.other, f.device, true); /* set-uid root */
+                        fake_process(f.proc, 1101, 0, 1000, 1, f.other, f.device, true); /* euid a user's */
+                } else {
+                        fake_process(f.proc, 7, 0, 0, 5, f.other, f.device, true);
+                        fake_process(f.proc, 8, 0, 0, 0, f.other, f.device, true);
+                        fake_process(f.proc, 9, 0, 0, 4, f.other, NULL, true);       /* no holder */
+                        fake_process(f.proc, 10, 0, 0, 4, f.other, f.device, false); /* O_PATH: none */
+                        fake_process(f.proc, 11, 1000, 1000, 0, f.other, f.device, false);
+                }
+        }
+        fake_scan(&f, &bounds, &scan);
+        ck_assert_uint_eq(scan.n, HOLDERS_MAX);
+        ck_assert_uint_eq(scan.left_out, 70 + 2 - HOLDERS_MAX);
+        ck_assert(!scan.complete);
+        ck_assert_uint_eq(scan.n_unscanned, 0);
+        ck_assert_uint_eq(scan.uids[0], 0);
+        ck_assert_uint_eq(scan.uids[1], 0);
+        ck_assert(scan.pids[0] + scan.pids[1] == 15 && (scan.pids[0] == 7 || scan.pids[0] == 8));
+        for (uint32_t i = 2; i < scan.n; i++)
+                ck_assert_uint_eq(scan.uids[i], 1000);
+        ck_assert(!has(&scan, 9) && !has(&scan, 10) && !has(&scan, 11));
+        /* The report goes over the wire intact. */
+        uint8_t buf[HOLDERS_WIRE_MAX];
+        HolderScan back;
+        ck_assert_int_eq(holders_decode(buf, holders_encode(&scan, buf), &back), 0);
+        ck_assert_uint_eq(back.left_out, scan.left_out);
+        ck_assert_mem_eq(back.uids, scan.uids, sizeof(scan.uids));
+        fake_end(&f);
+}
+
+START_TEST(test_fake_root_first_users_before) {
+        check_root_first(true);
+}
+END_TEST
+
+START_TEST(test_fake_root_first_root_before) {
+        check_root_first(false);
+}
+END_TEST
+
+/* Within the bound nothing is left out: the same tree with fewer holders. */
+START_TEST(test_fake_complete_within_bounds) {
+        FakeProc f;
+        HolderScan scan;
+        fake_begin(&f);
+        fake_process(f.proc, 40, 1000, 1000, 3, f.other, f.device, true);
+        fake_process(f.proc, 41, 0, 0, 3, f.other, f.device, true);
+        fake_process(f.proc, 42, 1000, 1000, 30, f.other, NULL, true);
+        unit_write_file(f.proc, "43/status", "Name:\tgone\n"); /* no uid: not looked at */
+        fake_scan(&f, &bounds, &scan);
+        ck_assert_uint_eq(scan.n, 2);
+        ck_assert_uint_eq(scan.pids[0], 41);
+        ck_assert_uint_eq(uid_of(&scan, 40), 1000);
+        ck_assert(!scan.complete);
+        ck_assert_uint_eq(scan.left_out + scan.n_unscanned, 0);
+        unit_remove_dir(f.dir);
+        fake_begin(&f);
+        fake_process(f.proc, 40, 1000, 1000, 3, f.other, f.device, true);
+        fake_scan(&f, &bounds, &scan);
+        ck_assert(scan.complete);
+        fake_end(&f);
+}
+END_TEST
+
+/* A user with many descriptors costs at most its own bound: its processes
+ * beyond are not looked at and counted; root's, the scanner's own uid's and
+ * another user's are looked at in full. */
+START_TEST(test_fake_per_uid_bound) {
+        FakeProc f;
+        HolderScan scan;
+        const HolderBounds small = { .per_uid = 50, .others = 120, .trusted = 1000, .own = 4000 };
+        fake_begin(&f);
+        fake_process(f.proc, 100, 1000, 1000, 400, f.other, NULL, true);
+        fake_process(f.proc, 101, 1000, 1000, 300, f.other, NULL, true);
+        fake_process(f.proc, 200, 0, 0, 600, f.other, f.device, true);
+        fake_process(f.proc, 300, 2000, 2000, 30, f.other, f.device, true);
+        fake_process(f.proc, 400, 4000, 4000, 300, f.other, f.device, true);
+        fake_scan(&f, &small, &scan);
+        ck_assert(!scan.complete);
+        ck_assert_uint_eq(scan.left_out, 0);
+        ck_assert_uint_eq(scan.n, 3);
+        ck_assert(has(&scan, 200) && has(&scan, 300) && has(&scan, 400));
+        ck_assert_uint_eq(scan.n_unscanned, 1); /* both of uid 1000's, past its 50 */
+        ck_assert_uint_eq(scan.unscanned[0].uid, 1000);
+        ck_assert_uint_eq(scan.unscanned[0].processes, 2);
+        fake_end(&f);
+
+        /* All users together: once others' 94 are spent, a fresh user is cut too, root never. */
+        const HolderBounds shared = { .per_uid = 50, .others = 94, .trusted = 1000, .own = 4000 };
+        fake_begin(&f);
+        for (unsigned u = 0; u < 4; u++)
+                fake_process(f.proc, 500 + u, 5000 + u, 5000 + u, 45, f.other, f.device, true);
+        fake_process(f.proc, 600, 0, 0, 900, f.other, f.device, true);
+        fake_scan(&f, &shared, &scan);
+        ck_assert(has(&scan, 600));
+        ck_assert_uint_eq(scan.n, 1 + 2); /* 47 each: two users fit in 94, a third does not */
+        ck_assert_uint_eq(scan.n_unscanned, 2);
+        ck_assert_uint_eq(scan.unscanned[0].processes + scan.unscanned[1].processes, 2);
+        ck_assert_uint_lt(scan.unscanned[0].uid, scan.unscanned[1].uid); /* equal counts: by uid */
+        fake_end(&f);
+}
+END_TEST
+
+/* More than HOLDERS_UNSCANNED_MAX users cut: those with the most are named. */
+START_TEST(test_fake_unscanned_most_first) {
+        FakeProc f;
+        HolderScan scan;
+        const HolderBounds tiny = { .per_uid = 1, .others = 100000, .trusted = 1000, .own = (uid_t) -1 };
+        fake_begin(&f);
+        for (unsigned u = 0; u < HOLDERS_UNSCANNED_MAX + 4; u++)
+                for (unsigned k = 0; k < 1 + (u == 7 ? 3 : 1); k++)
+                        fake_process(f.proc, 1000 + 10 * u + k, 100 + u, 100 + u, 1, f.other, NULL, true);
+        fake_scan(&f, &tiny, &scan);
+        ck_assert_uint_eq(scan.n_unscanned, HOLDERS_UNSCANNED_MAX);
+        ck_assert_uint_eq(scan.unscanned[0].uid, 107);
+        ck_assert_uint_eq(scan.unscanned[0].processes, 4);
+        for (uint32_t i = 1; i < scan.n_unscanned; i++)
+                ck_assert_uint_eq(scan.unscanned[i].processes, 2);
+        fake_end(&f);
+}
+END_TEST
+
 START_TEST(test_wire_round_trip_and_refusals) {
-        HolderScan scan = { .n = 3, .complete = true, .pids = { 1, 42, 4000000 } }, back;
+        HolderScan scan = { .n = 3,
+                            .pids = { 1, 42, 4000000 },
+                            .uids = { 0, 1000, 0xfffffffe },
+                            .left_out = 5,
+                            .n_unscanned = 2,
+                            .unscanned = { { 1000, 7 }, { 65534, 1 } } },
+                   back;
         uint8_t buf[HOLDERS_WIRE_MAX + 8];
         size_t len = holders_encode(&scan, buf);
-        ck_assert_uint_eq(len, 8 + 3 * 4);
+        ck_assert_uint_eq(len, 16 + 3 * 8 + 2 * 8);
         ck_assert_int_eq(holders_decode(buf, len, &back), 0);
         ck_assert_uint_eq(back.n, 3);
-        ck_assert(back.complete);
+        ck_assert(!back.complete);
         ck_assert_uint_eq(back.pids[2], 4000000);
+        ck_assert_uint_eq(back.uids[2], 0xfffffffe);
+        ck_assert_uint_eq(back.left_out, 5);
+        ck_assert_uint_eq(back.n_unscanned, 2);
+        ck_assert_uint_eq(back.unscanned[1].uid, 65534);
+        ck_assert_uint_eq(back.unscanned[0].processes, 7);
 
         ck_assert_int_eq(holders_decode(buf, len - 1, &back), -EBADMSG); /* short */
-        ck_assert_int_eq(holders_decode(buf, 7, &back), -EBADMSG);
-        uint32_t bad[2] = { HOLDERS_MAX + 1, 1 };
-        memcpy(buf, bad, sizeof(bad));
-        ck_assert_int_eq(holders_decode(buf, sizeof(bad), &back), -EBADMSG); /* too many */
-        uint32_t zero[3] = { 1, 0, 0 };
+        ck_assert_int_eq(holders_decode(buf, 15, &back), -EBADMSG);
+        uint32_t bad[4] = { HOLDERS_MAX + 1, 0, 0, 0 };
+        ck_assert_int_eq(holders_decode((uint8_t *) bad, sizeof(bad), &back), -EBADMSG); /* too many */
+        uint32_t many[4] = { 0, 0, 0, HOLDERS_UNSCANNED_MAX + 1 };
+        ck_assert_int_eq(holders_decode((uint8_t *) many, sizeof(many), &back), -EBADMSG);
+        uint32_t zero[6] = { 1, 0, 0, 0, 0, 0 };
         ck_assert_int_eq(holders_decode((uint8_t *) zero, sizeof(zero), &back), -EBADMSG); /* pid 0 */
-        uint32_t flag[2] = { 0, 2 };
+        uint32_t flag[4] = { 0, 2, 0, 0 };
         ck_assert_int_eq(holders_decode((uint8_t *) flag, sizeof(flag), &back), -EBADMSG);
+        uint32_t lie[4] = { 0, 1, 3, 0 }; /* complete, yet holders left out */
+        ck_assert_int_eq(holders_decode((uint8_t *) lie, sizeof(lie), &back), -EBADMSG);
+        uint32_t lie2[6] = { 0, 1, 0, 1, 1000, 2 }; /* complete, yet processes not looked at */
+        ck_assert_int_eq(holders_decode((uint8_t *) lie2, sizeof(lie2), &back), -EBADMSG);
+        uint32_t order[8] = { 2, 0, 0, 0, 10, 1000, 11, 0 }; /* root's after a user's */
+        ck_assert_int_eq(holders_decode((uint8_t *) order, sizeof(order), &back), -EBADMSG);
+        uint32_t none[6] = { 0, 0, 0, 1, 1000, 0 }; /* a uid with no process left out */
+        ck_assert_int_eq(holders_decode((uint8_t *) none, sizeof(none), &back), -EBADMSG);
+        uint32_t empty[4] = { 0, 1, 0, 0 };
+        ck_assert_int_eq(holders_decode((uint8_t *) empty, sizeof(empty), &back), 0);
+        ck_assert(back.complete);
 }
 END_TEST
 
@@ -145,6 +377,11 @@ int main(void) {
         Suite *s = suite_create("holders");
         TCase *tc = tcase_create("holders");
         tcase_add_test(tc, test_scan_finds_holders_and_skips);
+        tcase_add_test(tc, test_fake_root_first_users_before);
+        tcase_add_test(tc, test_fake_root_first_root_before);
+        tcase_add_test(tc, test_fake_complete_within_bounds);
+        tcase_add_test(tc, test_fake_per_uid_bound);
+        tcase_add_test(tc, test_fake_unscanned_most_first);
         tcase_add_test(tc, test_wire_round_trip_and_refusals);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_FORK_GETENV);
