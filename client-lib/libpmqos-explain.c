@@ -203,6 +203,21 @@ static int holder_item(sd_bus_message *m, void *entry) {
         return r;
 }
 
+static const char *const unscanned_keys[] = { "uid", "processes" };
+
+static void unscanned_done(void *entry) {
+        (void) entry;
+}
+
+static int unscanned_field(sd_bus_message *m, unsigned key, void *userdata) {
+        pmqos_unscanned_info *u = userdata;
+        return sd_bus_message_read(m, "v", "u", key == 0 ? &u->uid : &u->processes);
+}
+
+static int unscanned_item(sd_bus_message *m, void *entry) {
+        return read_dict(m, unscanned_keys, 2, unscanned_field, entry);
+}
+
 /* ---- unit rules ---- */
 
 static const char *const rule_keys[] = { "file", "unit", "latency", "cpus", "state", "holds" };
@@ -270,7 +285,9 @@ static const char *const explanation_keys[] = { "effective",
                                                 "rules",
                                                 "rules_followed",
                                                 "wakeup_effective",
-                                                "wakeup_kernel" };
+                                                "wakeup_kernel",
+                                                "external_holders_left_out",
+                                                "external_holders_unscanned" };
 
 static int binding_field(sd_bus_message *m, pmqos_explanation *e) {
         bool empty = false;
@@ -320,8 +337,13 @@ static int explanation_field(sd_bus_message *m, unsigned key, void *userdata) {
                 return read_bool(m, &e->rules_followed);
         case 11:
                 return sd_bus_message_read(m, "v", "i", &e->wakeup_effective);
-        default:
+        case 12:
                 return sd_bus_message_read(m, "v", "i", &e->wakeup_kernel);
+        case 13:
+                return sd_bus_message_read(m, "v", "u", &e->holders_left_out);
+        default:
+                return read_array(m, sizeof(pmqos_unscanned_info), EXPLAIN_HOLDERS_MAX, unscanned_item, unscanned_done,
+                                  (void **) &e->holders_unscanned, &e->n_holders_unscanned);
         }
 }
 
@@ -333,6 +355,7 @@ _public_ pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e) {
         for (size_t i = 0; i < e->n_holders; i++)
                 holder_done(&e->holders[i]);
         free(e->holders);
+        free(e->holders_unscanned);
         for (size_t i = 0; i < e->n_cpus; i++)
                 cpu_done(&e->cpus[i]);
         free(e->cpus);

@@ -227,6 +227,11 @@ typedef struct pmqos_holder_info {
         char *exec; /* its command line, cleaned like a request's */
 } pmqos_holder_info;
 
+typedef struct pmqos_unscanned_info {
+        uint32_t uid;
+        uint32_t processes; /* of this uid not looked at (or not to their end): the scan's bound per user */
+} pmqos_unscanned_info;
+
 typedef struct pmqos_rule_info {
         char *file; /* the rule file, /etc/pmqos/rules.d/NAME.conf */
         char *unit; /* the systemd unit it follows */
@@ -256,11 +261,17 @@ typedef struct pmqos_explanation {
         pmqos_rule_info *rules;     /* the unit rules (pmqosd(8)) */
         size_t n_rules;
         bool rules_followed; /* systemd is on the bus and followed: without it no rule holds */
+        /* Added with LIBPMQOS_1.2 (only the library allocates this struct):
+         * holders found but not listed (the list keeps root's first), and
+         * the users whose processes the scan's bound kept it from looking at. */
+        uint32_t holders_left_out;
+        pmqos_unscanned_info *holders_unscanned;
+        size_t n_holders_unscanned;
 } pmqos_explanation;
 
 /* The broker's Explain(), computed when asked. Free with
  * pmqos_explanation_free() (*ret is NULL after a failure). An answer that is not one the broker sends (a key
- * twice, more than 8192 CPUs, 64 C-states per CPU, 4096 holders or 1024 rules) is
+ * twice, more than 8192 CPUs, 64 C-states per CPU, 4096 holders or unscanned users, or 1024 rules) is
  * refused whole: -EBADMSG. */
 int pmqos_explain(pmqos_client *c, pmqos_explanation **ret);
 pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e);

@@ -41,7 +41,13 @@ static void print_json(const pmqos_explanation *e) {
                 json_string(e->holders[i].exec);
                 printf("}");
         }
-        printf("], \"external_holders_complete\": %s, \"cpus\": [", json_bool(e->holders_complete));
+        printf("], \"external_holders_complete\": %s, \"external_holders_left_out\": %" PRIu32
+               ", \"external_holders_unscanned\": [",
+               json_bool(e->holders_complete), e->holders_left_out);
+        for (size_t i = 0; i < e->n_holders_unscanned; i++)
+                printf("%s{\"uid\": %" PRIu32 ", \"processes\": %" PRIu32 "}", i ? ", " : "",
+                       e->holders_unscanned[i].uid, e->holders_unscanned[i].processes);
+        printf("], \"cpus\": [");
         for (size_t i = 0; i < e->n_cpus; i++) {
                 const pmqos_cpu_info *cpu = &e->cpus[i];
                 printf("%s\n  {\"cpu\": %" PRIu32 ", \"bound\": %" PRIi32 ", \"resume_latency\": ", i ? "," : "",
@@ -155,7 +161,19 @@ static void print_holders(const pmqos_explanation *e) {
                 printf("%spid %" PRIu32 " uid %" PRIu32 " ", i ? ", " : "", e->holders[i].pid, e->holders[i].uid);
                 print_exec(e->holders[i].exec);
         }
-        printf("%s\n", e->holders_complete ? "" : " (incomplete: some processes could not be looked at)");
+        if (e->holders_left_out > 0)
+                printf(" and %" PRIu32 " more holder%s not listed", e->holders_left_out,
+                       e->holders_left_out == 1 ? "" : "s");
+        /* Incomplete for a bound: the counts say it; else some processes were hidden. */
+        bool explained = e->holders_left_out > 0 || e->n_holders_unscanned > 0;
+        printf("%s\n", e->holders_complete || explained ? "" : " (incomplete: some processes could not be looked at)");
+        if (e->n_holders_unscanned == 0)
+                return;
+        printf("          not looked at (the scan's bound per user): ");
+        for (size_t i = 0; i < e->n_holders_unscanned; i++)
+                printf("%s%" PRIu32 " process%s of uid %" PRIu32, i ? ", " : "", e->holders_unscanned[i].processes,
+                       e->holders_unscanned[i].processes == 1 ? "" : "es", e->holders_unscanned[i].uid);
+        printf("\n");
 }
 
 /* Two CPUs fold into one row when everything shown of them is the same. */

@@ -41,13 +41,70 @@ HOLDER = r"""
 import os, struct, sys
 fd = os.open(sys.argv[1], os.O_RDWR)
 os.write(fd, struct.pack("=i", int(sys.argv[2])))
-if len(sys.argv) > 3:
+if sys.argv[3] != "--":
     os.setgroups([])
     os.setresgid(int(sys.argv[3]), int(sys.argv[3]), int(sys.argv[3]))
     os.setresuid(int(sys.argv[3]), int(sys.argv[3]), int(sys.argv[3]))
 print("holding", flush=True)
 sys.stdin.read()
 """
+
+# Holds the device in n processes of uid (one opens it, as root, then forks)
+# until stdin closes; with fds, first as many descriptors of /dev/null, the
+# device's above them all.
+MANY_HOLDERS = r"""
+import os, resource, sys
+path, n, uid, fds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (fds + 128, hard))  # within the hard limit: no CAP_SYS_RESOURCE
+nul = os.open("/dev/null", os.O_RDONLY)
+for k in range(fds):
+    os.dup2(nul, 64 + k)
+fd = os.open(path, os.O_RDWR)
+os.dup2(fd, 64 + fds)
+os.close(fd)
+os.setgroups([])
+os.setresgid(uid, uid, uid)
+os.setresuid(uid, uid, uid)
+children = [pid for pid in (os.fork() for _ in range(n - 1)) if pid != 0 or (os.read(0, 1), os._exit(0))]
+print("holding", flush=True)
+os.read(0, 1)
+for pid in children:
+    os.waitpid(pid, 0)
+"""
+
+# What pmqosd(8) says of the holder report: at most this many listed, and
+# this many entries of one user's processes looked at per scan.
+HOLDERS_LISTED = 64
+SCAN_PER_UID = 32768
+
+
+def spare_uid(k=0):
+    """A uid no account has and no other test uses: a user of our own, whose
+    processes no concurrent test's share the scan's bound with."""
+    uid = 2000000000 + (os.getpid() % 100000) * 10 + k
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return uid
+    raise AssertionError("uid %d has an account" % uid)
+
+
+class ManyHolders:
+    """n processes of uid holding the device (the first with fds more
+    descriptors of /dev/null below it); pids, the first's first."""
+
+    def __init__(self, path, n, uid, fds=0, marker="pmqos-test-many"):
+        self.proc = subprocess.Popen([sys.executable, "-c", MANY_HOLDERS, path, str(n), str(uid), str(fds), "--",
+                                      marker], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "holding"
+        self.pid = self.proc.pid
+        self.pids = [self.pid] + [int(p) for p in open("/proc/%d/task/%d/children" % (self.pid, self.pid)).read().split()]
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+        self.proc.stdout.close()
 
 
 def setUpModule():
@@ -203,6 +260,57 @@ class TestBoundBy(ExplainTestCase):
         self.assertEqual((e["effective"], e["external_holders"]), (45, []))
         self.assertIn("holder scan helper ended", self.daemon.output())
         self.assertEqual(self.explain(c)["bound_by"], "request")  # and again: no helper, still answers
+
+
+@unittest.skipUnless(IS_ROOT, "needs root: holders of other users")
+class TestHolderReport(ExplainTestCase):
+    """The report a user cannot bend: root's holders listed first whatever
+    the number of a user's, what is left out counted, and a user's
+    descriptors costing the scan at most the bound per user."""
+
+    def holders(self, *procs):
+        for p in procs:
+            self.addCleanup(p.stop)
+        return procs
+
+    def test_root_holder_listed_before_a_users_many(self):
+        uid = spare_uid()
+        users, = self.holders(ManyHolders(self.kernel.path, HOLDERS_LISTED + 6, uid))
+        root, = self.holders(Holder(self.kernel.path, 9))  # after them: a higher pid, found last
+        e = self.explain()
+        listed = e["external_holders"]
+        self.assertEqual(len(listed), HOLDERS_LISTED)
+        self.assertEqual((listed[0]["pid"], listed[0]["uid"]), (root.pid, 0))  # root's first
+        self.assertIn("pmqos-test-holder", listed[0]["exec"])
+        self.assertEqual({h["uid"] for h in listed[1:]}, {uid})
+        self.assertLessEqual({h["pid"] for h in listed[1:]}, set(users.pids))
+        self.assertEqual(e["external_holders_left_out"], HOLDERS_LISTED + 6 + 1 - HOLDERS_LISTED)
+        self.assertFalse(e["external_holders_complete"])
+        self.assertNotIn(uid, [u["uid"] for u in e["external_holders_unscanned"]])
+
+        users.stop()
+        e = self.explain()
+        self.assertEqual([h["pid"] for h in e["external_holders"]], [root.pid])
+        self.assertEqual(e["external_holders_left_out"], 0)
+
+    def test_users_many_descriptors_cost_a_bounded_scan(self):
+        """Four processes of one user with 12,000 descriptors each (each its
+        device's last, above them; a process may have no more than the hard
+        limit, 20,000 here): two fit in the user's bound and are looked at,
+        the third is cut before its device and the fourth not looked at."""
+        uid, other = spare_uid(1), spare_uid(2)
+        heavy, light, root = self.holders(ManyHolders(self.kernel.path, 4, uid, fds=12000),
+                                          ManyHolders(self.kernel.path, 1, other), Holder(self.kernel.path, 9))
+        self.assertEqual(heavy.pids, sorted(heavy.pids))  # /proc's order: the scan's
+        e = self.explain()
+        pids = [h["pid"] for h in e["external_holders"]]
+        self.assertIn(root.pid, pids)
+        self.assertIn(light.pid, pids)  # another user's: not cut for this one's
+        self.assertEqual([p for p in heavy.pids if p in pids], heavy.pids[:2], e["external_holders"])
+        self.assertIn({"uid": uid, "processes": 2}, e["external_holders_unscanned"])
+        self.assertNotIn(other, [u["uid"] for u in e["external_holders_unscanned"]])
+        self.assertEqual(e["external_holders_left_out"], 0)
+        self.assertFalse(e["external_holders_complete"])
 
 
 @unittest.skipUnless(IS_ROOT, "needs root: switching to user pmqos")

@@ -20,6 +20,7 @@ import unicodedata
 from contract import BUS_NAME, DBUS_IFACE, DBUS_NAME, DBUS_PATH, LATENCY_MAX, NATIVE_IFACE, PATH, QOS_IFACE
 from fixtures import (
     BrokerTestCase,
+    IS_ROOT,
     NOBODY,
     PMQOSCTL,
     PrivateBus,
@@ -111,6 +112,26 @@ class TestCommands(CtlTestCase):
             holder.wait()
             holder.stdout.close()
 
+    def test_status_holders_left_out(self):
+        """66 holders of one user and root's: root's listed, 5 counted; a
+        user with 4 × 12,000 descriptors: 2 processes not looked at. The
+        text says both, --json passes Explain()'s keys through."""
+        if not IS_ROOT:
+            self.skipTest("needs root: holders of other users")
+        from test_explain import Holder, ManyHolders, spare_uid
+        uid, heavy_uid = spare_uid(3), spare_uid(4)
+        holders = [ManyHolders(self.kernel.path, 66, uid), ManyHolders(self.kernel.path, 4, heavy_uid, fds=12000),
+                   Holder(self.kernel.path, 9, marker="root-holder")]
+        for h in holders:
+            self.addCleanup(h.stop)
+        out = self.ctl("status", check=0).stdout
+        self.assertRegex(out, r"Holders:  pid %d uid 0 `[^`]*root-holder`, " % holders[2].pid)
+        self.assertRegex(out, r", pid \d+ uid \d+ `[^`]*` and 5 more holders not listed\n")
+        self.assertIn("\n          not looked at (the scan's bound per user): 2 processes of uid %d\n" % heavy_uid, out)
+        e = json.loads(self.ctl("status", "--json", check=0).stdout)
+        self.assertEqual(e["external_holders_left_out"], 5)  # 66 + 2 + 1 found, 64 listed
+        self.assertIn({"uid": heavy_uid, "processes": 2}, e["external_holders_unscanned"])
+
     def fake_sysfs_daemon(self):
         from test_explain import make_cpuidle, make_fake_sysfs
         root = make_fake_sysfs({0: "0", 1: "0", 2: "0", 3: "40", 4: "0"}, offline=(4,))
@@ -187,10 +208,14 @@ class TestCommands(CtlTestCase):
         def entry(key, value):
             return GLib.Variant.new_dict_entry(GLib.Variant("s", key), GLib.Variant("v", value))
         cpu = GLib.Variant("a{sv}", {"cpu": GLib.Variant("u", 0)})
+        unscanned = GLib.Variant("a{sv}", {"uid": GLib.Variant("u", 1000), "processes": GLib.Variant("u", 1)})
         answers = {
             "twice": [entry("effective", GLib.Variant("i", 1)), entry("effective", GLib.Variant("i", 2))],
             "cpus": [entry("cpus", GLib.Variant.new_array(GLib.VariantType("a{sv}"), [cpu] * 9000))],
             "type": [entry("bound_by", GLib.Variant("u", 7))],
+            "unscanned": [entry("external_holders_unscanned",
+                                GLib.Variant.new_array(GLib.VariantType("a{sv}"), [unscanned] * 4097))],
+            "left-out type": [entry("external_holders_left_out", GLib.Variant("i", 3))],
         }
         current = {}
 
