@@ -25,7 +25,7 @@ sys.path.insert(0, os.environ.get("PMQOS_PYTHONPATH", os.path.join(os.path.dirna
 import pmqos  # noqa: E402
 
 from contract import NATIVE_IFACE
-from fixtures import BrokerTestCase, NOBODY, PrivateBus, ROUNDS, cpu_hog, main, setpriv, wait_for  # noqa: E402
+from fixtures import BrokerTestCase, IS_ROOT, NOBODY, PrivateBus, ROUNDS, cpu_hog, main, setpriv, wait_for  # noqa: E402
 
 
 class BindingTestCase(BrokerTestCase):
@@ -66,6 +66,26 @@ class TestClient(BindingTestCase):
             if got["kernel"] == 90:
                 self.assertEqual((got["bound_by"], got["binding"]["cookie"]), ("request", cookie))
             self.assertEqual(len(got["cpus"]), os.cpu_count())
+
+    def test_explain_holders_left_out_equal_the_broker(self):
+        """The keys saying what the holder report left out, non-zero, read
+        through the C struct's later fields as the bus sends them."""
+        if not IS_ROOT:
+            self.skipTest("needs root: holders of another user")
+        from test_explain import ManyHolders, spare_uid
+        uid, heavy_uid = spare_uid(5), spare_uid(6)
+        for h in (ManyHolders(self.kernel.path, 66, uid), ManyHolders(self.kernel.path, 4, heavy_uid, fds=12000)):
+            self.addCleanup(h.stop)
+        self.start_daemon()
+        with pmqos.Client() as c:
+            got = c.explain()
+        bus = self.client().call("Explain", None, iface=NATIVE_IFACE)[0]
+        for e in (got, bus):
+            for cpu in e["cpus"]:
+                cpu.pop("cstates")  # live residency counters
+        self.assertEqual(got, bus)
+        self.assertEqual(got["external_holders_left_out"], 66 + 2 - 64)
+        self.assertIn({"uid": heavy_uid, "processes": 2}, got["external_holders_unscanned"])
 
     def test_close_ends_requests(self):
         self.start_daemon()

@@ -107,6 +107,10 @@ class _HolderInfo(ctypes.Structure):
     _fields_ = [("pid", ctypes.c_uint32), ("uid", ctypes.c_uint32), ("exec", ctypes.c_char_p)]
 
 
+class _UnscannedInfo(ctypes.Structure):
+    _fields_ = [("uid", ctypes.c_uint32), ("processes", ctypes.c_uint32)]
+
+
 class _RuleInfo(ctypes.Structure):
     _fields_ = [("file", ctypes.c_char_p), ("unit", ctypes.c_char_p), ("latency", ctypes.c_int32),
                 ("cpus", ctypes.POINTER(ctypes.c_uint32)), ("n_cpus", ctypes.c_size_t), ("state", ctypes.c_char_p),
@@ -120,7 +124,9 @@ class _Explanation(ctypes.Structure):
                 ("holders", ctypes.POINTER(_HolderInfo)), ("n_holders", ctypes.c_size_t),
                 ("holders_complete", ctypes.c_bool), ("cpus", ctypes.POINTER(_CpuInfo)), ("n_cpus", ctypes.c_size_t),
                 ("kernel_ignores_writes", ctypes.c_bool), ("rules", ctypes.POINTER(_RuleInfo)),
-                ("n_rules", ctypes.c_size_t), ("rules_followed", ctypes.c_bool)]
+                ("n_rules", ctypes.c_size_t), ("rules_followed", ctypes.c_bool),
+                ("holders_left_out", ctypes.c_uint32), ("holders_unscanned", ctypes.POINTER(_UnscannedInfo)),
+                ("n_holders_unscanned", ctypes.c_size_t)]
 
 
 def _text(b):
@@ -157,7 +163,9 @@ def _explanation_dict(e):
     return {"effective": e.effective, "kernel": e.kernel, "floor": e.floor, "wakeup_effective": e.wakeup_effective,
             "wakeup_kernel": e.wakeup_kernel, "bound_by": _text(e.bound_by),
             "binding": binding, "external_holders": [_struct_dict(e.holders[i]) for i in range(e.n_holders)],
-            "external_holders_complete": e.holders_complete, "cpus": cpus,
+            "external_holders_complete": e.holders_complete, "external_holders_left_out": e.holders_left_out,
+            "external_holders_unscanned": [_struct_dict(e.holders_unscanned[i]) for i in range(e.n_holders_unscanned)],
+            "cpus": cpus,
             "kernel_ignores_writes": e.kernel_ignores_writes, "rules": rules, "rules_followed": e.rules_followed}
 
 
@@ -435,8 +443,10 @@ class Client:
         the keys of the broker's Explain(): effective, kernel, floor,
         bound_by ("request", "floor", "default-floor", "battery-floor",
         "external" or "none"), binding (the binding request's listing keys,
-        {} if none), external_holders (pid, uid, exec),
-        external_holders_complete, cpus (cpu, bound, resume_latency,
+        {} if none), external_holders (pid, uid, exec; root's first),
+        external_holders_complete, external_holders_left_out (holders not
+        listed), external_holders_unscanned (uid, processes: not looked at
+        for the scan's bound per user), cpus (cpu, bound, resume_latency,
         foreign, cstates: name, latency, allowed, disabled, usage, time)
         and kernel_ignores_writes."""
         c = self._handle()
