@@ -309,13 +309,14 @@ START_TEST(test_fake_per_uid_bound) {
 }
 END_TEST
 
-/* More than HOLDERS_UNSCANNED_MAX users cut: those with the most are named. */
+/* More than HOLDERS_UNSCANNED_MAX users cut: those with the most are named,
+ * ties by the lower uid. */
 START_TEST(test_fake_unscanned_most_first) {
         FakeProc f;
         HolderScan scan;
         const HolderBounds tiny = { .per_uid = 1, .others = 100000, .trusted = 1000, .own = (uid_t) -1 };
         fake_begin(&f);
-        for (unsigned u = 0; u < HOLDERS_UNSCANNED_MAX + 4; u++)
+        for (unsigned u = 0; u < HOLDERS_UNSCANNED_MAX + 24; u++) /* 40 uids: the table grows */
                 for (unsigned k = 0; k < 1 + (u == 7 ? 3 : 1); k++)
                         fake_process(f.proc, 1000 + 10 * u + k, 100 + u, 100 + u, 1, f.other, NULL, true);
         fake_scan(&f, &tiny, &scan);
@@ -324,6 +325,8 @@ START_TEST(test_fake_unscanned_most_first) {
         ck_assert_uint_eq(scan.unscanned[0].processes, 4);
         for (uint32_t i = 1; i < scan.n_unscanned; i++)
                 ck_assert_uint_eq(scan.unscanned[i].processes, 2);
+        ck_assert_uint_eq(scan.unscanned[1].uid, 100);
+        ck_assert_uint_eq(scan.unscanned[HOLDERS_UNSCANNED_MAX - 1].uid, 115); /* 100…115 but 107 */
         fake_end(&f);
 }
 END_TEST
