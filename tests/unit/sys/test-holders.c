@@ -2,6 +2,7 @@
 /* Unit tests of the holder scan against real processes of this machine's
  * /proc, and the helper's answer on the wire. */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -127,16 +128,22 @@ END_TEST
 
 /* ---- a fake /proc: PID/status, PID/fd/N links, PID/fdinfo/N ---- */
 
-/* Process pid of real uid ruid and effective euid with n_fds descriptors of
- * other, and, if device, one more of it (opened for io, or O_PATH). */
-static void fake_process(const char *proc, unsigned pid, unsigned ruid, unsigned euid, unsigned n_fds,
-                         const char *other, const char *device, bool io) {
-        char name[128], text[256], link[512];
+/* Writes pid's status file: real uid ruid, effective euid. */
+static void fake_status(const char *proc, unsigned pid, unsigned ruid, unsigned euid) {
+        char name[128], text[256];
         snprintf(name, sizeof(name), "%u/status", pid);
         snprintf(text, sizeof(text),
                  "Name:\tfake\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t%u\t%u\t%u\t%u\nGid:\t0\t0\t0\t0\n", ruid,
                  euid, euid, euid);
         unit_write_file(proc, name, text);
+}
+
+/* Process pid of real uid ruid and effective euid with n_fds descriptors of
+ * other, and, if device, one more of it (opened for io, or O_PATH). */
+static void fake_process(const char *proc, unsigned pid, unsigned ruid, unsigned euid, unsigned n_fds,
+                         const char *other, const char *device, bool io) {
+        char name[128], link[512];
+        fake_status(proc, pid, ruid, euid);
         snprintf(name, sizeof(name), "%u/fdinfo/x", pid);
         unit_write_file(proc, name, "");
         for (unsigned k = 0; k <= n_fds; k++) {
@@ -194,36 +201,58 @@ static uint32_t uid_of(const HolderScan *scan, pid_t pid) {
         return 0;
 }
 
-/* 70 holders of a user and 2 of root, made in either order (a directory's
- * order is the file system's): root's are listed, first, and the 8 users'
- * beyond 64 counted. A set-uid program a user runs (real uid the user's) and
- * a process whose effective uid is a user's are the user's. */
-static void check_root_first(bool users_first) {
+/* The fake processes in the order the scan meets them: the file system's. */
+static size_t fake_order(const char *proc, unsigned *ret, size_t max) {
+        DIR *d = opendir(proc);
+        ck_assert_ptr_nonnull(d);
+        size_t n = 0;
+        struct dirent *de;
+        while ((de = readdir(d)) && n < max)
+                if (de->d_name[0] != '.')
+                        ret[n++] = (unsigned) strtoul(de->d_name, NULL, 10);
+        closedir(d);
+        return n;
+}
+
+/* 72 holders, two of them root's: those the scan meets last (the list is
+ * full by then: each takes a user's place) or first. Root's are listed,
+ * first; the 8 beyond 64 are counted. A set-uid program a user runs (real
+ * uid the user's) and a process whose effective uid is a user's are the
+ * user's. */
+static void check_root_first(bool root_last) {
         FakeProc f;
         HolderScan scan;
         fake_begin(&f);
-        for (int part = 0; part < 2; part++) {
-                if ((part == 0) == users_first) {
-                        for (unsigned i = 0; i < 68; i++)
-                                fake_process(f.proc, 1000 + i, 1000, 1000, 3, f.other, f.device, true);
-                        fake_process(f.proc, 1100, 1000, 0, 1, f.other, f.device, true); /* set-uid root */
-                        fake_process(f.proc, 1101, 0, 1000, 1, f.other, f.device, true); /* euid a user's */
-                } else {
-                        fake_process(f.proc, 7, 0, 0, 5, f.other, f.device, true);
-                        fake_process(f.proc, 8, 0, 0, 0, f.other, f.device, true);
-                        fake_process(f.proc, 9, 0, 0, 4, f.other, NULL, true);       /* no holder */
-                        fake_process(f.proc, 10, 0, 0, 4, f.other, f.device, false); /* O_PATH: none */
-                        fake_process(f.proc, 11, 1000, 1000, 0, f.other, f.device, false);
-                }
-        }
+        for (unsigned i = 0; i < 72; i++)
+                fake_process(f.proc, 1000 + i, 1000, 1000, 3, f.other, f.device, true);
+        fake_process(f.proc, 9, 0, 0, 4, f.other, NULL, true);       /* no holder */
+        fake_process(f.proc, 10, 0, 0, 4, f.other, f.device, false); /* O_PATH: none */
+        fake_process(f.proc, 11, 1000, 1000, 0, f.other, f.device, false);
+        unsigned order[128], root[2], picked = 0;
+        size_t n = fake_order(f.proc, order, 128);
+        ck_assert_uint_eq(n, 75);
+        for (size_t k = 0; k < n && picked < 2; k++)
+                if (order[root_last ? n - 1 - k : k] >= 1000)
+                        root[picked++] = order[root_last ? n - 1 - k : k];
+        fake_status(f.proc, root[0], 0, 0);
+        fake_status(f.proc, root[1], 0, 0);
+        /* Two others, not root's: a set-uid program a user runs, a process with a user's effective uid. */
+        unsigned users[2], n_users = 0;
+        for (unsigned pid = 1000; n_users < 2; pid++)
+                if (pid != root[0] && pid != root[1])
+                        users[n_users++] = pid;
+        fake_status(f.proc, users[0], 1000, 0);
+        fake_status(f.proc, users[1], 0, 1000);
+
         fake_scan(&f, &bounds, &scan);
         ck_assert_uint_eq(scan.n, HOLDERS_MAX);
-        ck_assert_uint_eq(scan.left_out, 70 + 2 - HOLDERS_MAX);
+        ck_assert_uint_eq(scan.left_out, 72 - HOLDERS_MAX);
         ck_assert(!scan.complete);
         ck_assert_uint_eq(scan.n_unscanned, 0);
         ck_assert_uint_eq(scan.uids[0], 0);
         ck_assert_uint_eq(scan.uids[1], 0);
-        ck_assert(scan.pids[0] + scan.pids[1] == 15 && (scan.pids[0] == 7 || scan.pids[0] == 8));
+        ck_assert(scan.pids[0] + scan.pids[1] == root[0] + root[1] &&
+                  (scan.pids[0] == root[0] || scan.pids[0] == root[1]));
         for (uint32_t i = 2; i < scan.n; i++)
                 ck_assert_uint_eq(scan.uids[i], 1000);
         ck_assert(!has(&scan, 9) && !has(&scan, 10) && !has(&scan, 11));
@@ -236,12 +265,12 @@ static void check_root_first(bool users_first) {
         fake_end(&f);
 }
 
-START_TEST(test_fake_root_first_users_before) {
+START_TEST(test_fake_root_first_met_last) {
         check_root_first(true);
 }
 END_TEST
 
-START_TEST(test_fake_root_first_root_before) {
+START_TEST(test_fake_root_first_met_first) {
         check_root_first(false);
 }
 END_TEST
@@ -255,6 +284,13 @@ START_TEST(test_fake_complete_within_bounds) {
         fake_process(f.proc, 41, 0, 0, 3, f.other, f.device, true);
         fake_process(f.proc, 42, 1000, 1000, 30, f.other, NULL, true);
         unit_write_file(f.proc, "43/status", "Name:\tgone\n"); /* no uid: not looked at */
+        fake_scan(&f, &bounds, &scan);
+        ck_assert(!scan.complete);
+        /* Not uids either: no digits, one past 32 bits, a trailing letter. */
+        unit_write_file(f.proc, "43/status", "Name:\tx\nUid:\tx\t0\n");
+        unit_write_file(f.proc, "44/status", "Name:\tx\nUid:\t4294967296\t0\n");
+        unit_write_file(f.proc, "45/status", "Name:\tx\nUid:\t0\t0x\n");
+        unit_write_file(f.proc, "46/status", "");
         fake_scan(&f, &bounds, &scan);
         ck_assert_uint_eq(scan.n, 2);
         ck_assert_uint_eq(scan.pids[0], 41);
@@ -380,8 +416,8 @@ int main(void) {
         Suite *s = suite_create("holders");
         TCase *tc = tcase_create("holders");
         tcase_add_test(tc, test_scan_finds_holders_and_skips);
-        tcase_add_test(tc, test_fake_root_first_users_before);
-        tcase_add_test(tc, test_fake_root_first_root_before);
+        tcase_add_test(tc, test_fake_root_first_met_last);
+        tcase_add_test(tc, test_fake_root_first_met_first);
         tcase_add_test(tc, test_fake_complete_within_bounds);
         tcase_add_test(tc, test_fake_per_uid_bound);
         tcase_add_test(tc, test_fake_unscanned_most_first);
