@@ -252,9 +252,9 @@ typedef struct pmqos_explanation {
          * "battery-floor", "external" (another holder asks for less) or "none". */
         char *bound_by;
         pmqos_request_info *binding; /* the request that sets it (bound_by "request"), else NULL */
-        pmqos_holder_info *holders;  /* other processes holding /dev/cpu_dma_latency */
+        pmqos_holder_info *holders;  /* other processes holding /dev/cpu_dma_latency, root's first */
         size_t n_holders;
-        bool holders_complete; /* false: some processes could not be looked at */
+        bool holders_complete; /* false: some processes could not be looked at, or a bound was reached */
         pmqos_cpu_info *cpus;  /* every online CPU */
         size_t n_cpus;
         bool kernel_ignores_writes; /* a write was read back as having had no effect */
