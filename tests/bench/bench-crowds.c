@@ -6,9 +6,31 @@
 
 /* ---- many clients at once ---- */
 
+/* The child of a crowd: per_proc connections with per_conn requests each
+ * (held: Hold()s, whose descriptors it keeps, and then the connection goes:
+ * only the descriptors bind them). Says so on ready, then waits to die. */
+static void crowd_member(const char *destination, int per_proc, int per_conn, bool held, int ready) {
+        for (int i = 0; i < per_proc; i++) {
+                sd_bus *bus = connect_bus(); /* kept: it dies with the process */
+                for (int k = 0; k < per_conn; k++)
+                        if (held)
+                                hold(bus, 20000 + k, NULL); /* its descriptor kept till the end too */
+                        else
+                                request_at(bus, destination, 20000 + k);
+                if (held)
+                        sd_bus_flush_close_unref(bus);
+        }
+        if (write(ready, "r", 1) != 1)
+                _exit(1);
+        pause();
+        _exit(0);
+}
+
 /* Processes of one process group, each with per_proc connections holding
- * per_conn requests; returns the group's id once every request is made. */
-static pid_t spawn_crowd(const char *destination, int procs, int per_proc, int per_conn) {
+ * per_conn requests; returns the group's id once every request is made.
+ * pmqosd's notifications are read meanwhile (a held request's descriptor
+ * goes to the store). */
+pid_t spawn_crowd(const char *destination, int procs, int per_proc, int per_conn, bool held) {
         int pipefd[2];
         pid_t group = 0;
 
@@ -20,24 +42,24 @@ static pid_t spawn_crowd(const char *destination, int procs, int per_proc, int p
                         die("fork", errno);
                 if (child == 0) {
                         setpgid(0, group);
-                        for (int i = 0; i < per_proc; i++) {
-                                sd_bus *bus = connect_bus(); /* kept: it dies with the process */
-                                for (int k = 0; k < per_conn; k++)
-                                        request_at(bus, destination, 20000 + k);
-                        }
-                        if (write(pipefd[1], "r", 1) != 1)
-                                _exit(1);
-                        pause();
-                        _exit(0);
+                        crowd_member(destination, per_proc, per_conn, held, pipefd[1]);
                 }
                 setpgid(child, group);
                 if (group == 0)
                         group = child;
         }
-        for (int p = 0; p < procs; p++) {
+        for (int p = 0; p < procs;) {
+                struct pollfd fds[2] = { { .fd = pipefd[0], .events = POLLIN }, { .fd = notify_fd, .events = POLLIN } };
                 char ch;
+                if (poll(fds, notify_fd >= 0 ? 2 : 1, -1) < 0)
+                        die("poll", errno);
+                if (fds[1].revents)
+                        drain_notifications();
+                if (!fds[0].revents)
+                        continue;
                 if (read(pipefd[0], &ch, 1) != 1)
                         die("crowd client", EIO);
+                p++;
         }
         close(pipefd[0]);
         close(pipefd[1]);
@@ -157,7 +179,7 @@ static void mass_vanish_at(const Config *c, const char *destination, int procs, 
         int n = procs * per_proc;
         char match[512];
 
-        pid_t group = spawn_crowd(destination, procs, per_proc, 10);
+        pid_t group = spawn_crowd(destination, procs, per_proc, 10, false);
         usleep(300000); /* the signals of the requests are routed by now */
         sd_bus *watch = connect_bus();
         snprintf(match, sizeof(match),
@@ -207,7 +229,7 @@ void measure_crowds(const Config *c) {
         restart_with(c, &(DaemonOptions){ .listen_fd = -1 });
         usleep(200000);
         long rss0 = status_field(daemon_pid, NULL, "VmRSS");
-        pid_t group = spawn_crowd(BUS_NAME, procs, per_proc, 1);
+        pid_t group = spawn_crowd(BUS_NAME, procs, per_proc, 1, false);
         usleep(300000);
         long rss1 = status_field(daemon_pid, NULL, "VmRSS");
         reap_crowd(group, procs);

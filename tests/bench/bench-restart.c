@@ -5,7 +5,7 @@
 
 /* ---- restarts ---- */
 
-static uint32_t request_count(void) {
+uint32_t request_count(void) {
         sd_bus *bus = connect_bus();
         uint32_t n = 0;
         int r = sd_bus_get_property_trivial(bus, BUS_NAME, PATH, NATIVE, "RequestCount", NULL, 'u', &n);
@@ -25,9 +25,12 @@ void drain_notifications(void) {
         }
 }
 
+/* A stop and a start: the held requests' descriptors leave the store (a
+ * stop empties systemd's; the device's is kept, as the restart rows need). */
 void restart_with(const Config *c, const DaemonOptions *o) {
         if (daemon_pid > 0)
                 stop_daemon();
+        fdstore_clear();
         daemon_pid = spawn_daemon(c, o);
         if (o->notify)
                 (void) wait_ready();
@@ -66,32 +69,36 @@ void measure_record(const Config *c) {
         free(without);
 }
 
-static void sample(int dev, int32_t bound, uint64_t *above, uint64_t *last) {
+static void sample(int dev, int32_t bound, uint64_t *above, uint64_t *last, long *off) {
         int32_t v = 0;
         if (pread(dev, &v, sizeof(v), 0) != sizeof(v))
                 die("read device", errno);
         uint64_t now = now_ns();
-        if (v > bound)
+        if (v > bound) {
                 *above += now - *last;
+                ++*off;
+        }
         *last = now;
 }
 
-/* SIGTERM, then a new pmqosd at once (given listen_fd as from a store, or
- * none), the device sampled all along. Returns how long the kernel was
- * above bound (ns); *ret_ready is the time from the new start to READY=1. */
-static uint64_t restart_and_watch(const Config *c, int listen_fd, int32_t bound, uint64_t *ret_ready) {
+/* SIGTERM, then a new pmqosd at once, given what o says (the descriptors
+ * of a store, or none), the device sampled all along. Returns how long the
+ * kernel was above bound (ns); *ret_ready is the time from the new start
+ * to READY=1, *ret_off (if not NULL) the samples above bound. */
+uint64_t restart_and_watch(const Config *c, const DaemonOptions *o, int32_t bound, uint64_t *ret_ready, long *ret_off) {
         uint64_t above = 0, last;
+        long off = 0;
         int dev = open(c->device, O_RDONLY | O_CLOEXEC);
         if (dev < 0)
                 die("open device", errno);
         last = now_ns();
         kill(daemon_pid, SIGTERM);
         while (!daemon_exited(0))
-                sample(dev, bound, &above, &last);
+                sample(dev, bound, &above, &last, &off);
         uint64_t t0 = now_ns();
-        daemon_pid = spawn_daemon(c, &(DaemonOptions){ .notify = true, .listen_fd = listen_fd });
+        daemon_pid = spawn_daemon(c, o);
         for (;;) {
-                sample(dev, bound, &above, &last);
+                sample(dev, bound, &above, &last, &off);
                 struct pollfd p = { .fd = notify_fd, .events = POLLIN };
                 if (poll(&p, 1, 0) > 0 && read_notification())
                         break;
@@ -100,8 +107,10 @@ static uint64_t restart_and_watch(const Config *c, int listen_fd, int32_t bound,
         }
         *ret_ready = now_ns() - t0;
         for (int i = 0; i < 100; i++) /* until pmqosd has written the bound again */
-                sample(dev, bound, &above, &last);
+                sample(dev, bound, &above, &last, &off);
         close(dev);
+        if (ret_off)
+                *ret_off = off;
         return above;
 }
 
@@ -119,12 +128,14 @@ void measure_restart(const Config *c) {
         /* Without a store: the device is opened anew, so the bound lapses until the new start. */
         if (stored_fd >= 0)
                 close(stored_fd), stored_fd = -1;
-        uint64_t gap_plain = restart_and_watch(c, -1, 2000, &ready_plain);
+        uint64_t gap_plain =
+                restart_and_watch(c, &(DaemonOptions){ .notify = true, .listen_fd = -1 }, 2000, &ready_plain, NULL);
         bool all_plain = request_count() == n;
         /* With one: the new pmqosd takes the descriptor the previous one handed over. */
         if (stored_fd < 0)
                 die("pmqosd handed no descriptor over (FDSTORE=1)", EIO);
-        uint64_t gap_store = restart_and_watch(c, stored_fd, 2000, &ready_store);
+        uint64_t gap_store = restart_and_watch(c, &(DaemonOptions){ .notify = true, .listen_fd = stored_fd }, 2000,
+                                               &ready_store, NULL);
         bool all_store = request_count() == n;
         for (int i = 0; i < conns; i++) {
                 sd_bus_flush_close_unref(held[i]);

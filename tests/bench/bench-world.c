@@ -4,7 +4,7 @@
 
 #include "bench.h"
 
-Row rows[20];
+Row rows[24];
 int n_rows;
 char tmpdir[256];
 char runtime_dir[300]; /* on a tmpfs, as /run is under systemd */
@@ -192,9 +192,40 @@ void open_notify(void) {
         (void) setsockopt(notify_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
 }
 
+/* The value of FDNAME= in a notification, copied into name (empty if none). */
+static void fdname_of(const char *buf, char *name, size_t size) {
+        const char *p = strstr(buf, "FDNAME=");
+        name[0] = 0;
+        if (!p || (p != buf && p[-1] != '\n'))
+                return;
+        p += strlen("FDNAME=");
+        size_t n = strcspn(p, "\n");
+        if (n < size)
+                memcpy(name, p, n), name[n] = 0;
+}
+
+/* Whether name is a held request's (hold-, pid-, cg-COOKIE), not a device's. */
+static bool held_name(const char *name) {
+        return strncmp(name, "hold-", 5) == 0 || strncmp(name, "pid-", 4) == 0 || strncmp(name, "cg-", 3) == 0;
+}
+
+/* A descriptor handed over with FDSTORE=1: a held request's goes to the
+ * store; the device's replaces the one kept (a new run opened it anew). */
+static void keep_fd(const char *buf, const char *name, int fd) {
+        if (!strstr(buf, "FDSTORE=1"))
+                close(fd);
+        else if (held_name(name))
+                fdstore_keep(name, fd);
+        else {
+                if (stored_fd >= 0)
+                        close(stored_fd);
+                stored_fd = fd;
+        }
+}
+
 /* Handles one notification if there is one; returns 1 for READY=1. */
 int read_notification(void) {
-        char buf[4096], control[CMSG_SPACE(sizeof(int) * 4) + CMSG_SPACE(sizeof(struct ucred))];
+        char buf[4096], name[64], control[CMSG_SPACE(sizeof(int) * 4) + CMSG_SPACE(sizeof(struct ucred))];
         struct iovec iov = { buf, sizeof(buf) - 1 };
         struct msghdr mh = {
                 .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof(control)
@@ -203,22 +234,23 @@ int read_notification(void) {
         if (n < 0)
                 return 0;
         buf[n] = 0;
+        fdname_of(buf, name, sizeof(name));
         for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
                 if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
                         int fd;
                         memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-                        if (strstr(buf, "FDSTORE=1") && stored_fd < 0)
-                                stored_fd = fd;
-                        else
-                                close(fd);
+                        keep_fd(buf, name, fd);
                 }
+        if (strstr(buf, "FDSTOREREMOVE=1") && held_name(name))
+                fdstore_remove(name);
         return strstr(buf, "READY=1") != NULL;
 }
 
 pid_t spawn_daemon(const Config *c, const DaemonOptions *o) {
-        char state[300], log[300];
+        char state[300], log[300], config[300];
         snprintf(state, sizeof(state), "%s/state", tmpdir);
         snprintf(log, sizeof(log), "%s/pmqosd.log", tmpdir);
+        snprintf(config, sizeof(config), "%s/pmqosd.conf", tmpdir);
         pid_t pid = fork();
         if (pid < 0)
                 die("fork", errno);
@@ -228,16 +260,9 @@ pid_t spawn_daemon(const Config *c, const DaemonOptions *o) {
                 dup2(fd, 2);
                 if (o->notify)
                         setenv("NOTIFY_SOCKET", notify_path, 1);
-                if (o->listen_fd >= 0) {
-                        char spid[32];
-                        dup2(o->listen_fd, 3);
-                        snprintf(spid, sizeof(spid), "%d", (int) getpid());
-                        setenv("LISTEN_PID", spid, 1);
-                        setenv("LISTEN_FDS", "1", 1);
-                        setenv("LISTEN_FDNAMES", "cpu_dma_latency", 1);
-                }
-                execl(c->pmqosd, c->pmqosd, "--device", c->device, "--state-dir", state, "--runtime-dir",
-                      o->no_record ? "" : runtime_dir, (char *) NULL);
+                pass_listen_fds(o);
+                execl(c->pmqosd, c->pmqosd, "--device", c->device, "--config", config, "--state-dir", state,
+                      "--runtime-dir", o->no_record ? "" : runtime_dir, (char *) NULL);
                 _exit(127);
         }
         return pid;
@@ -287,7 +312,26 @@ void wait_pingable(void) {
         die("pmqosd did not come up", ETIMEDOUT);
 }
 
+/* pmqosd's own configuration (no system file counts), and the descriptor
+ * limit its unit gives it: 10,000 held requests at once (root is not held
+ * to MaxHeldRequests, but pmqosd sizes its descriptor table by it). */
 void start_daemon(const Config *c) {
+        char config[300];
+        snprintf(config, sizeof(config), "%s/pmqosd.conf", tmpdir);
+        FILE *f = fopen(config, "we");
+        if (!f)
+                die("write pmqosd.conf", errno);
+        int written = fprintf(f, "[pmqosd]\nMaxHeldRequests=10000\n");
+        if (fclose(f) != 0 || written < 0)
+                die("write pmqosd.conf", EIO);
+        struct rlimit rl = { BENCH_NOFILE, BENCH_NOFILE };
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0) { /* no CAP_SYS_RESOURCE: up to the hard limit */
+                if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        die("read RLIMIT_NOFILE", errno);
+                rl.rlim_cur = rl.rlim_max;
+                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        die("raise RLIMIT_NOFILE", errno);
+        }
         daemon_pid = spawn_daemon(c, &(DaemonOptions){ .listen_fd = -1 });
         wait_pingable();
 }

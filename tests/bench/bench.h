@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <search.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -49,6 +50,7 @@ typedef struct Row {
         bool pass;
         bool has_target;
         bool exact;    /* a count, not a time: held to its target in --quick too */
+        bool miscount; /* a count the row checks went wrong (a request lost, a release missed): fails --quick too */
         double number; /* for --json */
 } Row;
 
@@ -56,7 +58,20 @@ typedef struct DaemonOptions {
         bool no_record; /* --runtime-dir "" */
         bool notify;    /* NOTIFY_SOCKET */
         int listen_fd;  /* given back as LISTEN_FDS, or -1 */
+        /* Held requests' descriptors given back after it (LISTEN_FDS), and
+         * their names joined with ':' (LISTEN_FDNAMES), as the store has them. */
+        const int *held_fds;
+        int n_held;
+        const char *held_names;
 } DaemonOptions;
+
+/* What the bench raises RLIMIT_NOFILE to, for itself and pmqosd: the
+ * shipped unit's LimitNOFILE= (a held request is a descriptor in pmqosd,
+ * in its holder, and in the service manager's store); without
+ * CAP_SYS_RESOURCE, the hard limit. The bench keeps each held request's
+ * descriptor in one process only (the store's, or the holder's), so that
+ * 10,000 fit under a hard limit of 20,000. */
+#define BENCH_NOFILE 230400
 
 /* The spec makes every change send five signals: LatencyChanged and
  * RequestsChanged at both object paths, and PropertiesChanged. The
@@ -71,7 +86,7 @@ typedef struct DaemonOptions {
  * the broker adds beyond that work. */
 #define REFERENCE_WORK_NAME "org.freedesktop.PMQoS.BenchReferenceWork"
 
-extern Row rows[20];
+extern Row rows[24];
 extern int n_rows;
 extern char tmpdir[256];
 extern char runtime_dir[300]; /* on a tmpfs, as /run is under systemd */
@@ -85,7 +100,7 @@ extern int notify_fd;
 extern int stored_fd; /* what pmqosd handed over with FDSTORE=1 */
 
 void kill_children(void);
-void die(const char *what, int r);
+__attribute__((noreturn)) void die(const char *what, int r);
 uint64_t now_ns(void);
 double p50_us(uint64_t *ns, int n);
 bool wanted(const Config *c, const char *group);
@@ -127,5 +142,18 @@ void measure_crowds(const Config *c);
 void writes_row(const Config *c, sd_bus *bus);
 void drain_notifications(void);
 void restart_with(const Config *c, const DaemonOptions *o);
+uint32_t request_count(void);
+uint64_t restart_and_watch(const Config *c, const DaemonOptions *o, int32_t bound, uint64_t *ret_ready, long *ret_off);
+pid_t spawn_crowd(const char *destination, int procs, int per_proc, int per_conn, bool held);
+/* The service manager's store of held requests' descriptors (bench-fdstore.c). */
+void fdstore_keep(const char *name, int fd);
+void fdstore_remove(const char *name);
+int fdstore_count(void);
+void fdstore_clear(void);
+void pass_listen_fds(const DaemonOptions *o);
+uint32_t hold(sd_bus *bus, int32_t value, int *ret_fd);
+uint64_t wait_released(int dev, uint64_t t0);
+void measure_held(const Config *c);
+void measure_held_restart(const Config *c);
 void measure_record(const Config *c);
 void measure_restart(const Config *c);
