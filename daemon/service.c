@@ -82,6 +82,8 @@ static bool take_held(const char *name, int fd, StoredFd *held, size_t *n) {
                                                                     : HOLD_FD,
                                    .cookie = cookie,
                                    .fd = fd };
+        /* fd_name_parse() took it: at most FD_NAME_MAX - 1 bytes. */
+        snprintf(held[*n - 1].name, sizeof(held[*n - 1].name), "%s", name);
         return true;
 }
 

@@ -35,4 +35,8 @@
  * descriptor open for each (two while a cgroup's is watched); the unit's
  * LimitNOFILE= makes room for them and for the calls that may wait
  * (daemon/service.c), its FileDescriptorStoreMax= is the two devices only. */
-#define PMQOS_DEFAULT_MAX_HELD 16384u
+#define PMQOS_DEFAULT_MAX_HELD 12288u
+/* And at most: under systemd every held descriptor comes back at a restart
+ * named in the one LISTEN_FDNAMES= string, which execve() refuses past
+ * 128 KiB; 12288 names of 10 bytes (record/fd-name.h) and the devices' fit. */
+#define PMQOS_MAX_MAX_HELD 12288u

@@ -181,15 +181,20 @@ static FdNameKind name_kind(RequestHold kind) {
         return kind == HOLD_PROCESS ? FD_NAME_PROCESS : kind == HOLD_CGROUP ? FD_NAME_CGROUP : FD_NAME_HOLD;
 }
 
-static void notify_name(const char *what, RequestHold kind, uint32_t cookie, const int *fd) {
-        char name[FD_NAME_MAX], state[64];
-        snprintf(state, sizeof(state), "%s\nFDNAME=%s", what, fd_name_format(name, name_kind(kind), cookie));
+static void notify_raw(const char *what, const char *name, const int *fd) {
+        char state[64];
+        snprintf(state, sizeof(state), "%s\nFDNAME=%s", what, name);
         int r = fd ? sd_pid_notify_with_fds(0, false, state, fd, 1) : sd_notify(false, state);
         if (r <= 0)
                 log_warning("Cannot %s %s in the service manager's descriptor store (%s)%s.", fd ? "keep" : "remove",
                             name, r < 0 ? strerror(-r) : "not supported",
                             fd ? ": its request ends if pmqosd restarts. Is FileDescriptorStoreMax= large enough?"
                                : "");
+}
+
+static void notify_name(const char *what, RequestHold kind, uint32_t cookie, const int *fd) {
+        char name[FD_NAME_MAX];
+        notify_raw(what, fd_name_format(name, name_kind(kind), cookie), fd);
 }
 
 void hold_store(Hold *h, uint32_t cookie) {
@@ -229,10 +234,17 @@ Hold *holds_take_stored(Holds *hs, RequestHold kind, uint32_t cookie) {
                         /* A cgroup emptied while pmqosd was away (-ECHILD), or no memory. */
                         close(fd);
                         if (hs->fdstore)
-                                notify_name("FDSTOREREMOVE=1", kind, cookie, NULL);
+                                notify_raw("FDSTOREREMOVE=1", s->name, NULL);
                         return NULL;
                 }
-                h->stored_cookie = cookie; /* in the store already */
+                char name[FD_NAME_MAX];
+                if (strcmp(s->name, fd_name_format(name, name_kind(kind), cookie)) == 0)
+                        h->stored_cookie = cookie; /* in the store already */
+                else if (hs->fdstore) {
+                        /* Stored by 0.1.0: kept again under today's name. */
+                        notify_raw("FDSTOREREMOVE=1", s->name, NULL);
+                        hold_store(h, cookie);
+                }
                 return h;
         }
         return NULL;
@@ -252,16 +264,15 @@ void holds_drop_stored(Holds *hs) {
                 StoredFd *s = &hs->stored[i];
                 if (s->fd < 0)
                         continue;
-                char name[FD_NAME_MAX];
                 log_warning("Closing descriptor %d (\"%s\") passed by the service manager: no request of the runtime "
                             "record is request %" PRIu32 " of that kind.",
-                            s->fd, fd_name_format(name, name_kind(s->kind), s->cookie), s->cookie);
+                            s->fd, s->name, s->cookie);
                 close(s->fd);
                 s->fd = -1;
                 n++;
                 if (!hs->fdstore)
                         continue;
-                notify_name("FDSTOREREMOVE=1", s->kind, s->cookie, NULL);
+                notify_raw("FDSTOREREMOVE=1", s->name, NULL);
                 /* The removal took every entry of that name: a duplicate of a
                  * live hold's goes back in. */
                 Hold *live = find_stored(hs, s->kind, s->cookie);

@@ -9,6 +9,7 @@
 #include <systemd/sd-event.h>
 
 #include "model/store.h"
+#include "record/fd-name.h"
 
 typedef struct Hold Hold;
 
@@ -17,7 +18,8 @@ typedef struct Hold Hold;
 typedef struct StoredFd {
         RequestHold kind;
         uint32_t cookie;
-        int fd; /* -1 once taken */
+        int fd;                 /* -1 once taken */
+        char name[FD_NAME_MAX]; /* as the store named it: 0.1.0's names differ */
 } StoredFd;
 
 typedef struct Holds {

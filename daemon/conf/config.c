@@ -66,7 +66,7 @@ static const NumberKey number_keys[] = {
         COUNT_KEY("MaxPending", max_pending, CONFIG_SET_MAX_PENDING, 1000000),
         COUNT_KEY("MaxPolkitChecksInFlight", max_polkit_in_flight, CONFIG_SET_MAX_POLKIT_IN_FLIGHT, 100),
         COUNT_KEY("MaxClients", max_clients, CONFIG_SET_MAX_CLIENTS, 1000000),
-        COUNT_KEY("MaxHeldRequests", max_held, CONFIG_SET_MAX_HELD, 65536),
+        COUNT_KEY("MaxHeldRequests", max_held, CONFIG_SET_MAX_HELD, PMQOS_MAX_MAX_HELD),
         COUNT_KEY("MaxCallsPerSecondPerUser", max_calls_per_sec_per_uid, CONFIG_SET_MAX_CALLS_PER_SEC, 1000000),
         COUNT_KEY("MaxUnreadBytesPerConnection", max_unread_bytes_per_connection, CONFIG_SET_MAX_UNREAD_PER_CONNECTION,
                   1073741824),

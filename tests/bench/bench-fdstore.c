@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The service manager's descriptor store as the bench plays it for held
- * requests (FDSTORE=1 with FDNAME=hold-/pid-/cg-COOKIE, FDSTOREREMOVE=1,
+ * requests (FDSTORE=1 with FDNAME=hXXXXXXXX/pXXXXXXXX/cXXXXXXXX, FDSTOREREMOVE=1,
  * given back at the next start as LISTEN_FDS and LISTEN_FDNAMES, as systemd
  * does), and the restart of 10,000 descriptor-bound requests through it. */
 

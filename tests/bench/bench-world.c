@@ -204,9 +204,10 @@ static void fdname_of(const char *buf, char *name, size_t size) {
                 memcpy(name, p, n), name[n] = 0;
 }
 
-/* Whether name is a held request's (hold-, pid-, cg-COOKIE), not a device's. */
+/* Whether name is a held request's (h, p or c and the cookie in 8 hex
+ * digits), not a device's. */
 static bool held_name(const char *name) {
-        return strncmp(name, "hold-", 5) == 0 || strncmp(name, "pid-", 4) == 0 || strncmp(name, "cg-", 3) == 0;
+        return strlen(name) == 9 && strchr("hpc", name[0]) && strspn(name + 1, "0123456789abcdef") == 8;
 }
 
 /* A descriptor handed over with FDSTORE=1: a held request's goes to the

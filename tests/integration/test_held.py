@@ -126,11 +126,11 @@ class TestDescriptorLimit(HeldTestCase):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         # The default MaxHeldRequests, two descriptors each, the rest, and 16
         # descriptors for each call that may wait: 2 x (2 MaxPending + MaxClients).
-        want = 16384 * 2 + 1024 + 16 * 2 * (2 * 1024 + 4096)
+        want = 12288 * 2 + 1024 + 16 * 2 * (2 * 1024 + 4096)
         with open("/proc/%d/limits" % self.daemon.proc.pid) as f:
             line = [x for x in f if x.startswith("Max open files")][0].split()
         self.assertEqual(int(line[3]), min(want, hard) if hard != resource.RLIM_INFINITY else want)
-        if hard < 16384 * 2 + 1024:  # said when even the held requests do not fit
+        if hard < 12288 * 2 + 1024:  # said when even the held requests do not fit
             self.assertIn("raise LimitNOFILE= or lower MaxHeldRequests", self.daemon.output())
 
 

@@ -260,9 +260,17 @@ class TestStoredDescriptor(RestartTestCase):
             os.close(fd)
 
     def test_held_descriptor_taken_back(self):
+        self.held_descriptor_taken_back("h%08x")
+
+    def test_held_descriptor_of_0_1_0_taken_back(self):
+        # An upgrade: the store holds what pmqos 0.1.0 named it.
+        self.held_descriptor_taken_back("hold-%d")
+
+    def held_descriptor_taken_back(self, name):
         # Hold()'s pipe as the store would keep it: a read end of that very
-        # pipe (opened through /proc), passed back named hold-COOKIE, with a
-        # stray name beside it that must be closed, not trusted.
+        # pipe (opened through /proc), passed back named hXXXXXXXX (the
+        # cookie in hex), with a stray name beside it that must be closed,
+        # not trusted.
         c = self.client()
         cookie, held = hold(c, 47, {"reason": GLib.Variant("s", "kept")})
         self.assertKernelAtMost(47)
@@ -282,7 +290,7 @@ class TestStoredDescriptor(RestartTestCase):
             with open(wrapper, "w") as f:
                 f.write("#!/usr/bin/python3\nimport os, sys\nos.dup2(%d, 3)\nos.dup2(%d, 4)\n"
                         "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='2', LISTEN_FDNAMES=%r)\n"
-                        "os.execvp(sys.argv[1], sys.argv[1:])\n" % (fd, stray, "hold-%d:hold-99999" % cookie))
+                        "os.execvp(sys.argv[1], sys.argv[1:])\n" % (fd, stray, (name % cookie) + ":hold-99999"))
             os.chmod(wrapper, 0o755)
             self.start_daemon(state_dir=self.daemon.state_dir, pass_fds=(fd, stray), via=wrapper)
         finally:
