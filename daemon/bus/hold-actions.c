@@ -32,13 +32,13 @@ static int know_and_authorize(Manager *m, sd_bus_message *message, const NewRequ
         int r = call_know_caller(&m->calls, message, ret, error);
         if (r <= 0)
                 return r;
-        if ((*ret)->uid != 0) {
-                r = check_request_limits(m, *ret, error);
-                if (r >= 0)
-                        r = check_held_limit(m, error);
-                if (r < 0)
-                        return r;
-        }
+        /* The held limit bounds pmqosd's descriptors and what a restart can
+         * take back (MaxHeldRequests): root's count too. */
+        r = (*ret)->uid != 0 ? check_request_limits(m, *ret, error) : 0;
+        if (r >= 0)
+                r = check_held_limit(m, error);
+        if (r < 0)
+                return r;
         return call_authorize(&m->calls, message, *ret, action ?: request_action(m, false, nr->timeout_usec), error);
 }
 

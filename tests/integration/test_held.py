@@ -19,7 +19,7 @@ import unittest
 
 from gi.repository import GLib
 
-from contract import ACCESS_DENIED, INTERACTIVE, INVALID, NATIVE_IFACE
+from contract import ACCESS_DENIED, INTERACTIVE, INVALID, LIMITS, NATIVE_IFACE
 from fixtures import BrokerTestCase, IS_ROOT, main, make_fake_sysfs, read_cpu, remote_error_name, skip_notice, wait_for
 from hostenv import POLKITD_PRESENT, POLKIT_USERS, polkit_install, polkit_uid, polkit_uninstall
 from held_util import call_fds, cgroup_root, hold, make_cgroup, request_for, requests_by_cookie
@@ -132,6 +132,28 @@ class TestDescriptorLimit(HeldTestCase):
         self.assertEqual(int(line[3]), min(want, hard) if hard != resource.RLIM_INFINITY else want)
         if hard < 12288 * 2 + 1024:  # said when even the held requests do not fit
             self.assertIn("raise LimitNOFILE= or lower MaxHeldRequests", self.daemon.output())
+
+
+class TestHeldLimit(HeldTestCase):
+    def test_root_too_stops_at_max_held_requests(self):
+        # MaxHeldRequests bounds pmqosd's descriptors and what a restart can
+        # take back: root's Hold() counts (it once went past it).
+        conf = os.path.join(tempfile.mkdtemp(dir=self.bus.dir), "pmqosd.conf")
+        with open(conf, "w") as f:
+            f.write("[pmqosd]\nMaxHeldRequests=2\n")
+        self.start_daemon(["--config", conf])
+        c = self.client()
+        fds = [hold(c, self.value())[1] for _ in range(2)]
+        try:
+            with self.assertRaises(GLib.Error) as e:
+                hold(c, self.value())
+            self.assertEqual(remote_error_name(e.exception), LIMITS)
+            self.assertIn("MaxHeldRequests", e.exception.message)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self.assert_eventually(self.kernel.released, what="the bound to lift")
+        os.close(hold(c, self.value())[1])  # room again
 
 
 class TestRequestFor(HeldTestCase):
