@@ -18,6 +18,7 @@
 
 #include "bus/request-entry.h"
 #include "dbus/contract.h"
+#include "sys/cpu-tables.h"
 #include "sys/cpuidle.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -147,32 +148,37 @@ static int32_t cpu_bound(int32_t kernel, const CpuFileView *view) {
         return own >= 0 && own < g ? own : g;
 }
 
-static int append_cpus(sd_bus_message *reply, const Core *c, int32_t kernel) {
-        int r = open_entry(reply, "cpus", "aa{sv}");
+static int append_cpu(sd_bus_message *reply, const Core *c, int32_t kernel, uint32_t cpu, const CpuTable *table) {
+        CpuFileView view;
+        cpu_sink_view_text(&c->cpus, cpu, table->text, &view);
+        int32_t bound = cpu_bound(kernel, &view);
+        char *text = text_clean(view.text, strlen(view.text), sizeof(view.text));
+        if (!text)
+                return -ENOMEM;
+        int r = sd_bus_message_open_container(reply, 'a', "{sv}");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}", "cpu", "u", cpu, "bound", "i", bound,
+                                          "resume_latency", "s", text, "foreign", "b", (int) view.foreign);
+        if (r >= 0)
+                r = append_cstates(reply, &table->idle, bound);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        free(text);
+        return r;
+}
+
+/* From the cached tables (sys/cpu-tables.h): swept at most so often. */
+static int append_cpus(Explainer *e, sd_bus_message *reply, int32_t kernel) {
+        const CpuTable *tables;
+        uint32_t n;
+        int r = cpu_tables_get(&e->tables, &e->core->cpus, &tables, &n);
+        if (r >= 0)
+                r = open_entry(reply, "cpus", "aa{sv}");
         if (r >= 0)
                 r = sd_bus_message_open_container(reply, 'a', "a{sv}");
-        for (uint32_t cpu = 0; r >= 0 && cpu < c->cpus.n_fds; cpu++) {
-                CpuFileView view;
-                if (cpu_sink_check_cpu(&c->cpus, cpu) < 0 || cpu_sink_view(&c->cpus, cpu, &view) < 0)
-                        continue;
-                int32_t bound = cpu_bound(kernel, &view);
-                CpuIdle idle;
-                char *text = text_clean(view.text, strlen(view.text), sizeof(view.text));
-                if (!text || cpuidle_read(c->cpus.sysfs_root, cpu, &idle) < 0) {
-                        free(text);
-                        return -ENOMEM;
-                }
-                r = sd_bus_message_open_container(reply, 'a', "{sv}");
-                if (r >= 0)
-                        r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}", "cpu", "u", cpu, "bound", "i", bound,
-                                                  "resume_latency", "s", text, "foreign", "b", (int) view.foreign);
-                if (r >= 0)
-                        r = append_cstates(reply, &idle, bound);
-                if (r >= 0)
-                        r = sd_bus_message_close_container(reply);
-                free(text);
-                cpuidle_done(&idle);
-        }
+        for (uint32_t cpu = 0; r >= 0 && cpu < n; cpu++)
+                if (tables[cpu].present)
+                        r = append_cpu(reply, e->core, kernel, cpu, &tables[cpu]);
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         return r < 0 ? r : close_entry(reply);
@@ -245,7 +251,7 @@ static int append_explanation(Explainer *e, sd_bus_message *reply, const HolderS
         if (r >= 0)
                 r = append_holders(reply, scan);
         if (r >= 0)
-                r = append_cpus(reply, c, kernel);
+                r = append_cpus(e, reply, kernel);
         if (r >= 0)
                 r = append_b(reply, "kernel_ignores_writes", kernel_ignores_writes(&c->sink, kernel));
         if (r >= 0)
@@ -362,6 +368,7 @@ static void start_helper(Explainer *e, uid_t uid, gid_t gid) {
 int explainer_init(Explainer *e, sd_event *event, Core *core, const UnitRules *rules, uid_t uid, gid_t gid) {
         assert(e && event && core && rules);
         *e = (Explainer){ .helper_fd = -1, .event = event, .core = core, .rules = rules };
+        cpu_tables_init(&e->tables, NULL);
         start_helper(e, uid, gid);
         e->round = calloc(EXPLAIN_WAITING_MAX, sizeof(WaitingExplain));
         e->next = calloc(EXPLAIN_WAITING_MAX, sizeof(WaitingExplain));
@@ -382,6 +389,7 @@ void explainer_done(Explainer *e) {
                 sd_bus_message_unref(e->next[i].message);
         free(e->round);
         free(e->next);
+        cpu_tables_done(&e->tables);
         e->helper_source = sd_event_source_disable_unref(e->helper_source);
         e->defer_source = sd_event_source_disable_unref(e->defer_source);
         if (e->helper_fd >= 0)

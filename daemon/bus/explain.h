@@ -2,7 +2,9 @@
 /* Explain(): who and what sets the latency, computed when asked. Calls that
  * arrive while a scan for external holders runs wait for the next one, and
  * every call of a round gets the same answer: a flood of Explain costs one
- * scan and one sysfs pass per round, never one per call. */
+ * scan per round, never one per call, and the per-CPU figures come from
+ * tables swept at most so often that sweeps take a tenth of the loop's time
+ * (sys/cpu-tables.h). */
 #pragma once
 
 #include <stdbool.h>
@@ -13,6 +15,7 @@
 
 #include "bus/unit-rules.h"
 #include "core/core.h"
+#include "sys/cpu-tables.h"
 #include "sys/holders.h"
 
 /* Calls waiting for a round: per user (root is not counted) and in all. */
@@ -34,6 +37,7 @@ typedef struct Explainer {
         bool in_round;                /* a scan was asked for, or the deferred round is armed */
         WaitingExplain *round, *next; /* answered by the round in progress / by the one after */
         size_t n_round, n_next;
+        CpuTables tables; /* the per-CPU figures, swept at most so often */
 } Explainer;
 
 /* Forks the helper (holders.h) for the device the core holds, before

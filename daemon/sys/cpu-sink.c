@@ -80,7 +80,7 @@ static int cpu_fd(const CpuSink *s, uint32_t cpu) {
         return cpu < s->n_fds ? s->fds[cpu] : -1;
 }
 
-static int read_value(const CpuSink *s, uint32_t cpu, char *buf, size_t size) {
+int cpu_sink_read(const CpuSink *s, uint32_t cpu, char *buf, size_t size) {
         int fd = cpu_fd(s, cpu);
         if (fd < 0)
                 return -ENOENT;
@@ -95,11 +95,12 @@ static int read_value(const CpuSink *s, uint32_t cpu, char *buf, size_t size) {
 
 /* A fresh write at offset 0, as "echo >" does; a plain file standing in for
  * sysfs in tests is truncated first. */
-static int write_value(const CpuSink *s, uint32_t cpu, const char *text) {
+static int write_value(CpuSink *s, uint32_t cpu, const char *text) {
         int fd = cpu_fd(s, cpu);
         struct stat st;
         if (fd < 0)
                 return -ENOENT;
+        s->changes++;
         if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && ftruncate(fd, 0) < 0 && errno != EINVAL &&
             errno != EPERM)
                 return -errno;
@@ -158,7 +159,7 @@ int cpu_sink_remember(CpuSink *s, uint32_t cpu) {
 
         if (find(s, cpu))
                 return 0;
-        int r = read_value(s, cpu, buf, sizeof(buf));
+        int r = cpu_sink_read(s, cpu, buf, sizeof(buf));
         if (r < 0)
                 return r;
         return add_original(s, cpu, buf);
@@ -216,7 +217,7 @@ int cpu_sink_adopt_originals(CpuSink *s, const CpuOriginal *originals, size_t n)
 
         for (size_t i = 0; i < n; i++) {
                 uint32_t cpu = originals[i].cpu;
-                if (find(s, cpu) || read_value(s, cpu, now, sizeof(now)) < 0)
+                if (find(s, cpu) || cpu_sink_read(s, cpu, now, sizeof(now)) < 0)
                         continue; /* a CPU that is gone has nothing to give back */
                 int r = add_original(s, cpu, originals[i].value);
                 if (r < 0)
@@ -226,15 +227,21 @@ int cpu_sink_adopt_originals(CpuSink *s, const CpuOriginal *originals, size_t n)
         return 0;
 }
 
-int cpu_sink_view(const CpuSink *s, uint32_t cpu, CpuFileView *ret) {
+void cpu_sink_view_text(const CpuSink *s, uint32_t cpu, const char *text, CpuFileView *ret) {
         *ret = (CpuFileView){};
-        int r = read_value(s, cpu, ret->text, sizeof(ret->text));
-        if (r < 0)
-                return r;
+        snprintf(ret->text, sizeof(ret->text), "%s", text);
         ret->bound = strcmp(ret->text, "0") == 0 ? PMQOS_LATENCY_NONE : parse_written(ret->text);
         const CpuOriginal *o = find(s, cpu);
         ret->foreign = o ? ret->bound != o->written : ret->bound != PMQOS_LATENCY_NONE;
-        return 0;
+}
+
+int cpu_sink_view(const CpuSink *s, uint32_t cpu, CpuFileView *ret) {
+        char text[sizeof(ret->text)];
+        *ret = (CpuFileView){};
+        int r = cpu_sink_read(s, cpu, text, sizeof(text));
+        if (r >= 0)
+                cpu_sink_view_text(s, cpu, text, ret);
+        return r;
 }
 
 int cpu_sink_restore_all(CpuSink *s) {

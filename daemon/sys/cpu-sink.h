@@ -26,6 +26,7 @@ typedef struct CpuSink {
         CpuOriginal *originals; /* CPUs we currently constrain, with what to restore */
         size_t n_originals;
         uint64_t n_writes;
+        uint64_t changes; /* every write tried, done or not: what was read of the files before may be stale */
 } CpuSink;
 
 /* Opens every CPU's file now, so that writing them later needs no privilege. */
@@ -67,6 +68,10 @@ typedef struct CpuFileView {
         bool foreign;
 } CpuFileView;
 int cpu_sink_view(const CpuSink *s, uint32_t cpu, CpuFileView *ret);
+/* The same for text read before (by cpu_sink_read()), against what we wrote now. */
+void cpu_sink_view_text(const CpuSink *s, uint32_t cpu, const char *text, CpuFileView *ret);
+/* cpu's file's text, without its trailing newline; -ENOENT if it has none. */
+int cpu_sink_read(const CpuSink *s, uint32_t cpu, char *buf, size_t size);
 
 /* Restores every CPU we constrain. Returns the first error, having tried all. */
 int cpu_sink_restore_all(CpuSink *s);

@@ -6,11 +6,13 @@ sysfs with two CPU models and on this machine's, per-CPU files changed
 behind pmqosd's back, a kernel that ignores writes (a FUSE file), and the
 bound on calls waiting for a scan."""
 
+import ctypes
 import os
 import pwd
 import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -19,7 +21,7 @@ import unittest
 
 from gi.repository import GLib
 
-from contract import LATENCY_MAX, LIMITS, NATIVE_IFACE
+from contract import BUS_NAME, LATENCY_MAX, LIMITS, NATIVE_IFACE, PATH
 from fixtures import (
     BrokerTestCase,
     IS_ROOT,
@@ -28,6 +30,7 @@ from fixtures import (
     main,
     make_fake_sysfs,
     proc_status,
+    setpriv,
     skip_notice,
     wait_for,
 )
@@ -392,7 +395,9 @@ class TestFakeSysfs(ExplainTestCase):
         self.assertFalse(self.cpus(self.explain(c))[1]["foreign"])
         with open(cpu_file(self.sysfs, 1), "w") as f:
             f.write("n/a\n")  # another tool writes 0 µs there
-        cpu1 = self.cpus(self.explain(c))[1]
+        # Per-CPU figures may be a few sweeps' time old (on 4 CPUs, ~1 ms).
+        cpu1 = self.assert_eventually(lambda: (lambda x: x if x["resume_latency"] == "n/a" else None)(
+            self.cpus(self.explain(c))[1]), what="the changed file in Explain()")
         self.assertEqual((cpu1["resume_latency"], cpu1["bound"], cpu1["foreign"]), ("n/a", 0, True))
         self.assertEqual([s["allowed"] for s in cpu1["cstates"]], [True, False, False, False])
 
@@ -400,8 +405,9 @@ class TestFakeSysfs(ExplainTestCase):
         for f, v in (("usage", 260), ("time", 8000)):
             with open(os.path.join(state, f), "w") as fh:
                 fh.write("%d\n" % v)
-        c1 = self.cpus(self.explain(c))[0]["cstates"][1]
-        self.assertEqual((c1["usage"], c1["time"]), (260, 8000))  # read when asked, not cached
+        c1 = self.assert_eventually(lambda: (lambda x: x if x["usage"] == 260 else None)(
+            self.cpus(self.explain(c))[0]["cstates"][1]), what="the new residency in Explain()")
+        self.assertEqual((c1["usage"], c1["time"]), (260, 8000))  # read again, not kept
 
     def test_odd_sysfs_text_is_cleaned(self):
         state = os.path.join(self.sysfs, "devices/system/cpu/cpu0/cpuidle/state2")
@@ -413,8 +419,170 @@ class TestFakeSysfs(ExplainTestCase):
         self.assertEqual([s["name"] for s in cpu0["cstates"]], ["POLL", "C1"])
         with open(os.path.join(state, "latency"), "w") as f:
             f.write("10\n")
-        name = self.cpus(self.explain())[0]["cstates"][2]["name"]
+        c = self.client()
+        cpu0 = self.assert_eventually(lambda: (lambda x: x if len(x["cstates"]) > 2 else None)(
+            self.cpus(self.explain(c))[0]), what="the third state in Explain()")
+        name = cpu0["cstates"][2]["name"]
         self.assertEqual(name, "C1E\\xff\\x1b[31m")
+
+
+# One of a large machine's CPU models: (name, latency); usage and time differ per CPU.
+LARGE_MODEL = [("POLL", 0), ("C1", 1), ("C1E", 4), ("C3", 40), ("C6", 133), ("C8", 400)]
+LARGE_CPUS = 512
+
+# Calls Explain() on the test bus as fast as its answers come, until stdin
+# closes; then prints how many were answered and how many refused.
+FLOODER = r"""
+import os, sys, threading
+import gi
+gi.require_version("Gio", "2.0")
+from gi.repository import Gio, GLib
+conn = Gio.DBusConnection.new_for_address_sync(
+    os.environ["DBUS_SYSTEM_BUS_ADDRESS"],
+    Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+print("flooding", flush=True)
+answered = refused = 0
+while not stop.is_set():
+    try:
+        conn.call_sync(sys.argv[1], sys.argv[2], sys.argv[3], "Explain", None, None, 0, 120000, None)
+        answered += 1
+    except GLib.Error:
+        refused += 1
+print(answered, refused, flush=True)
+"""
+
+IN_OPEN, IN_CLOSE_NOWRITE = 0x20, 0x10
+
+
+class OpenCounter:
+    """Counts the opens of one file (inotify): a file every sysfs sweep reads.
+    Closes are watched too: inotify merges an event with an identical one
+    still unread, and an open is never next to another open then."""
+
+    def __init__(self, path):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0 or self.libc.inotify_add_watch(self.fd, path.encode(), IN_OPEN | IN_CLOSE_NOWRITE) < 0:
+            raise OSError(ctypes.get_errno(), "inotify on %s" % path)
+        self.count = 0
+
+    def take(self):
+        """The opens since the last call."""
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                break
+            while data:
+                _, mask, _, length = struct.unpack_from("iIII", data)
+                self.count += bool(mask & IN_OPEN)
+                data = data[16 + length:]
+        n, self.count = self.count, 0
+        return n
+
+    def close(self):
+        os.close(self.fd)
+
+
+class TestLargeMachine(ExplainTestCase):
+    """512 CPUs × 6 states of fake sysfs: Explain() lists every CPU, shows a
+    per-CPU request at once and a change behind pmqosd's back eventually,
+    and a flood of calls from another user costs a few sysfs sweeps, not one
+    per call, while root is answered."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sysfs = make_fake_sysfs({cpu: "0" for cpu in range(LARGE_CPUS)})
+        for cpu in range(LARGE_CPUS):
+            for k, (name, latency) in enumerate(LARGE_MODEL):
+                d = os.path.join(cls.sysfs, "devices/system/cpu/cpu%d/cpuidle/state%d" % (cpu, k))
+                os.makedirs(d)
+                for f, v in (("name", name), ("latency", latency), ("disable", int(k == 5 and cpu % 2)),
+                             ("usage", cpu * 1000 + k), ("time", cpu * 100000 + k)):
+                    with open(os.path.join(d, f), "w") as fh:
+                        fh.write("%s\n" % v)
+        # The bus budget (MaxCallsPerSecondPerUser: Explain on 512 CPUs costs
+        # 129 calls' worth) would slow the flood down: here only the tables do.
+        cls.config = os.path.join(cls.sysfs, "pmqosd.conf")
+        with open(cls.config, "w") as f:
+            f.write("[pmqosd]\nMaxCallsPerSecondPerUser=1000000\nMaxUnreadBytesPerConnection=1073741824\n"
+                    "MaxUnreadBytesPerUser=1073741824\n")
+        cls.daemon_args = ("--sysfs-root", cls.sysfs, "--config", cls.config)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.sysfs, True)
+
+    def usage_file(self, cpu, k):
+        return os.path.join(self.sysfs, "devices/system/cpu/cpu%d/cpuidle/state%d/usage" % (cpu, k))
+
+    def write_usage(self, cpu, k, value):
+        with open(self.usage_file(cpu, k), "w") as f:
+            f.write("%d\n" % value)
+
+    def test_every_cpu_and_own_requests_at_once(self):
+        c = self.client()
+        e = self.explain(c)
+        self.assertEqual([cpu["cpu"] for cpu in e["cpus"]], list(range(LARGE_CPUS)))
+        for cpu in e["cpus"]:
+            n = cpu["cpu"]
+            self.assertEqual((cpu["bound"], cpu["resume_latency"], cpu["foreign"]), (-1, "0", False))
+            self.assertEqual([(s["name"], s["latency"], s["disabled"], s["usage"], s["time"]) for s in cpu["cstates"]],
+                             [(name, latency, k == 5 and n % 2 == 1, n * 1000 + k, n * 100000 + k)
+                              for k, (name, latency) in enumerate(LARGE_MODEL)])
+        # pmqosd's own write to a per-CPU file is in the very next answer.
+        cookie = self.request(c, 30, cpus=[300, 511])
+        cpus = self.explain(c)["cpus"]
+        for n in (300, 511):
+            self.assertEqual((cpus[n]["bound"], cpus[n]["resume_latency"], cpus[n]["foreign"]), (30, "30", False))
+            self.assertEqual([s["allowed"] for s in cpus[n]["cstates"]], [True, True, True, False, False, False])
+        self.assertEqual(cpus[299]["bound"], -1)
+        c.call("Cancel", "u", cookie, iface=NATIVE_IFACE)
+        cpus = self.explain(c)["cpus"]
+        self.assertEqual([cpus[n]["resume_latency"] for n in (299, 300, 511)], ["0", "0", "0"])
+
+    def test_change_behind_our_back_seen_eventually(self):
+        c = self.client()
+        self.assertEqual(self.explain(c)["cpus"][511]["cstates"][5]["usage"], 511005)
+        self.addCleanup(self.write_usage, 511, 5, 511005)  # the tree is the class's
+        self.write_usage(511, 5, 999999)
+        self.assert_eventually(lambda: self.explain(c)["cpus"][511]["cstates"][5]["usage"] == 999999,
+                               timeout=30, what="the new usage in Explain()")
+
+    def test_flood_costs_few_sweeps(self):
+        root = self.client()
+        self.explain(root)
+        opens = OpenCounter(self.usage_file(0, 0))  # read once by each sweep, by nothing else
+        self.addCleanup(opens.close)
+        flooders = [subprocess.Popen([*setpriv(NOBODY), sys.executable, "-c", FLOODER, BUS_NAME, PATH, NATIVE_IFACE],
+                                     env=self.bus.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                    for _ in range(4)]
+        try:
+            for f in flooders:
+                self.assertEqual(f.stdout.readline().strip(), "flooding")
+            # Root is answered all along (however slowly: no timing asserted).
+            for _ in range(20):
+                self.assertGreaterEqual(root.call("GetLatency", "s", "cpu_dma", timeout=120000)[0], -1)
+                time.sleep(0.1)
+        finally:
+            counts = []
+            for f in flooders:
+                f.stdin.close()
+                counts.append([int(x) for x in f.stdout.readline().split()] or [0, 0])
+                f.wait(120)
+                f.stdout.close()
+        sweeps = opens.take()
+        answered = sum(a for a, _ in counts)
+        self.assertEqual(sum(r for _, r in counts), 0, "Explain() calls refused")
+        self.assertGreater(answered, 0)
+        sys.stderr.write("%d Explain() calls answered, %d sysfs sweeps\n" % (answered, sweeps))
+        self.assertGreaterEqual(sweeps, 1)
+        # A sweep for every round of calls, as before, is at most 4 of this
+        # user's calls (EXPLAIN_WAITING_PER_UID) per sweep; here a sweep
+        # serves ~9 sweeps' time of calls (about 15 calls on a 2-core box).
+        self.assertLessEqual(sweeps * 6, answered, "a sysfs sweep for every few calls")
 
 
 @unittest.skipUnless(IS_ROOT, "needs root: the real sysfs")
