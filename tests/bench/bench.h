@@ -71,7 +71,7 @@ typedef struct DaemonOptions {
  * CAP_SYS_RESOURCE, the hard limit. The bench keeps each held request's
  * descriptor in one process only (the store's, or the holder's), so that
  * 10,000 fit under a hard limit of 20,000. */
-#define BENCH_NOFILE 230400
+#define BENCH_NOFILE 222208
 
 /* The spec makes every change send five signals: LatencyChanged and
  * RequestsChanged at both object paths, and PropertiesChanged. The
