@@ -3,7 +3,7 @@
  * arrive while a scan for external holders runs wait for the next one, and
  * every call of a round gets the same answer: a flood of Explain costs one
  * scan per round, never one per call, and the per-CPU figures come from
- * tables swept at most so often that sweeps take a tenth of the loop's time
+ * tables swept so seldom that sweeps take at most a tenth of the loop's time
  * (sys/cpu-tables.h). */
 #pragma once
 
