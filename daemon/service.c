@@ -142,8 +142,7 @@ void service_store_device_fds(Manager *m, const CoreConfig *core) {
 
         /* Held requests' descriptors: to the store, and back from it (adopt.c). */
         m->holds.fdstore = notify;
-        m->holds.stored = stored_held;
-        m->holds.n_stored = n_stored_held;
+        holds_set_stored(&m->holds, stored_held, n_stored_held);
         stored_held = NULL;
         n_stored_held = 0;
 

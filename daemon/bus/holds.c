@@ -10,6 +10,7 @@
 
 #include "bus/holds.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -221,10 +222,31 @@ static int hold_on(Holds *hs, RequestHold kind, int fd, Hold **ret) {
         }
 }
 
+static int stored_compare(const void *a, const void *b) {
+        const StoredFd *x = a, *y = b;
+        return x->cookie < y->cookie ? -1 : x->cookie > y->cookie;
+}
+
+void holds_set_stored(Holds *hs, StoredFd *stored, size_t n) {
+        assert(!hs->stored);
+        if (n > 1)
+                qsort(stored, n, sizeof(*stored), stored_compare);
+        hs->stored = stored;
+        hs->n_stored = n;
+}
+
 Hold *holds_take_stored(Holds *hs, RequestHold kind, uint32_t cookie) {
-        for (size_t i = 0; i < hs->n_stored; i++) {
+        size_t lo = 0, hi = hs->n_stored;
+        while (lo < hi) { /* the first entry of cookie, if any */
+                size_t mid = lo + (hi - lo) / 2;
+                if (hs->stored[mid].cookie < cookie)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        for (size_t i = lo; i < hs->n_stored && hs->stored[i].cookie == cookie; i++) {
                 StoredFd *s = &hs->stored[i];
-                if (s->fd < 0 || s->cookie != cookie || s->kind != kind)
+                if (s->fd < 0 || s->kind != kind)
                         continue;
                 Hold *h = NULL;
                 int fd = s->fd;
