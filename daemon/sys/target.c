@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* A pidfd says its pid in /proc/self/fdinfo; that pid's /proc entry is read
  * and the pidfd checked alive afterwards, so a pid reused in between cannot
- * lend its owner. A cgroup is its directory: cgroup2's magic, its owner and
- * inode. */
+ * lend its owner. A cgroup is its directory on a cgroup2 mount (the mount
+ * its fdinfo names), its owner and inode. Nothing asks the descriptor's own
+ * file system, which a user may serve (FUSE) and never answer. */
 
 #include "sys/target.h"
+#include "util/macro.h"
+#include "util/text.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -101,18 +104,8 @@ static int read_process(pid_t pid, uid_t *ret_uid, uint64_t *ret_start) {
         return 0;
 }
 
-static int identify_process(int fd, Target *t, char *err, size_t err_size) {
-        char path[64], buf[1024] = ""; /* as in read_process() */
-        int64_t pid = 0;
-
-        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-        ssize_t n = read_small(AT_FDCWD, path, buf, sizeof(buf));
-        if (n < 0)
-                return (int) n;
-        if (field_i64(buf, "Pid", &pid) < 0) {
-                snprintf(err, err_size, "The target is neither a pidfd nor a cgroup v2 directory.");
-                return -EINVAL;
-        }
+/* A pidfd's fdinfo says "Pid:". */
+static int identify_process(int fd, int64_t pid, Target *t, char *err, size_t err_size) {
         if (pid < 0) {
                 snprintf(err, err_size, "The target process has exited already.");
                 return -ESRCH;
@@ -130,10 +123,10 @@ static int identify_process(int fd, Target *t, char *err, size_t err_size) {
         return r;
 }
 
-static int identify_cgroup(int fd, const struct stat *st, Target *t, char *err, size_t err_size) {
+static int identify_cgroup(int fd, const struct statx *st, Target *t, char *err, size_t err_size) {
         char path[64], link[4096];
 
-        if (!S_ISDIR(st->st_mode)) {
+        if (!S_ISDIR(st->stx_mode)) {
                 snprintf(err, err_size, "The target is a file of a cgroup, not its directory.");
                 return -EINVAL;
         }
@@ -141,26 +134,56 @@ static int identify_cgroup(int fd, const struct stat *st, Target *t, char *err, 
         ssize_t n = readlink(path, link, sizeof(link) - 1);
         if (n < 0)
                 return -errno;
-        link[n] = 0;
-        *t = (Target){ .kind = TARGET_CGROUP, .uid = st->st_uid, .cgroup_id = st->st_ino, .path = strdup(link) };
+        /* A cgroup's name is any bytes its creator chose: listings, the
+         * log and the record get it cleaned, as a command line. */
+        *t = (Target){ .kind = TARGET_CGROUP,
+                       .uid = st->stx_uid,
+                       .cgroup_id = st->stx_ino,
+                       .path = text_clean(link, (size_t) n, sizeof(link)) };
         return t->path ? 0 : -ENOMEM;
 }
 
-int target_identify(int fd, Target *ret, char *err, size_t err_size) {
-        struct statfs sfs;
-        struct stat st;
+/* Whether mount mnt_id of pmqosd's mount namespace is a cgroup2 one. */
+static bool mount_is_cgroup2(int64_t mnt_id) {
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        char line[4096], id[32];
+        int n = snprintf(id, sizeof(id), "%" PRIi64 " ", mnt_id);
+        bool found = false, cgroup2 = false;
+        while (f && !found && fgets(line, sizeof(line), f))
+                if (strncmp(line, id, (size_t) n) == 0) {
+                        found = true;
+                        cgroup2 = strstr(line, " - cgroup2 ") != NULL;
+                }
+        if (f)
+                fclose(f);
+        return cgroup2;
+}
 
-        if (fstatfs(fd, &sfs) < 0 || fstat(fd, &st) < 0)
+/* Nothing here reaches the descriptor's file system: a caller's descriptor
+ * on a FUSE (or network) mount whose server never answers would stall the
+ * loop for everyone, before any authorization. A pidfd is told by its
+ * fdinfo, a cgroup by the mount its fdinfo names; a file's type and owner
+ * come from the inode as cached (AT_STATX_DONT_SYNC). */
+int target_identify(int fd, Target *ret, char *err, size_t err_size) {
+        char path[64], buf[1024] = ""; /* pos, flags, mnt_id, ino, Pid come first */
+        int64_t pid = 0, mnt_id = -1;
+        struct statx st;
+
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+        ssize_t n = read_small(AT_FDCWD, path, buf, sizeof(buf));
+        if (n < 0)
+                return (int) n;
+        if (field_i64(buf, "Pid", &pid) >= 0)
+                return identify_process(fd, pid, ret, err, err_size);
+        if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_UID | STATX_INO, &st) < 0)
                 return -errno;
-        if ((uint32_t) sfs.f_type == CGROUP2_SUPER_MAGIC)
+        if (field_i64(buf, "mnt_id", &mnt_id) >= 0 && mount_is_cgroup2(mnt_id))
                 return identify_cgroup(fd, &st, ret, err, err_size);
-        if ((uint32_t) sfs.f_type == TARGET_ANON_INODE_MAGIC || (uint32_t) sfs.f_type == TARGET_PIDFS_MAGIC)
-                return identify_process(fd, ret, err, err_size);
         snprintf(err, err_size, "The target is neither a pidfd nor a cgroup v2 directory (%s).",
-                 S_ISSOCK(st.st_mode)  ? "it is a socket"
-                 : S_ISREG(st.st_mode) ? "it is a regular file"
-                 : S_ISDIR(st.st_mode) ? "it is a directory outside cgroup2"
-                                       : "it is another kind of file");
+                 S_ISSOCK(st.stx_mode)  ? "it is a socket"
+                 : S_ISREG(st.stx_mode) ? "it is a regular file"
+                 : S_ISDIR(st.stx_mode) ? "it is a directory outside cgroup2"
+                                        : "it is another kind of file");
         return -EINVAL;
 }
 

@@ -21,6 +21,8 @@ from gi.repository import GLib
 
 from contract import ACCESS_DENIED, INTERACTIVE, INVALID, LIMITS, NATIVE_IFACE
 from fixtures import BrokerTestCase, IS_ROOT, main, make_fake_sysfs, read_cpu, remote_error_name, skip_notice, wait_for
+
+IGNORING_DEVICE = os.environ.get("PMQOS_IGNORING_DEVICE")
 from hostenv import POLKITD_PRESENT, POLKIT_USERS, polkit_install, polkit_uid, polkit_uninstall
 from held_util import call_fds, cgroup_root, hold, make_cgroup, request_for, requests_by_cookie
 
@@ -134,6 +136,40 @@ class TestDescriptorLimit(HeldTestCase):
             self.assertIn("raise LimitNOFILE= or lower MaxHeldRequests", self.daemon.output())
 
 
+@unittest.skipUnless(IS_ROOT, "needs root: mounting a FUSE file system")
+class TestStalledTarget(HeldTestCase):
+    """RequestFor() with a descriptor on a FUSE mount whose server never
+    answers (a user's mount with allow_other, sshfs gone silent): what the
+    descriptor is must be told without asking that file system, or the
+    loop waits for it, before any authorization, and nobody is served."""
+
+    def setUp(self):
+        super().setUp()
+        if not IGNORING_DEVICE:
+            self.skipTest("pmqos-ignoring-device was not built (no libfuse3)")
+        self.mount = tempfile.mkdtemp(prefix="pmqos-fuse-")
+        self.fuse = subprocess.Popen([IGNORING_DEVICE, self.mount, "target", "hang"])
+        self.addCleanup(self.unmount)
+        path = os.path.join(self.mount, "target")
+        wait_for(lambda: os.path.exists(path), what="the FUSE file")
+        self.fd = os.open(path, os.O_RDONLY)  # from now on its getattr never returns
+        self.addCleanup(os.close, self.fd)
+
+    def unmount(self):
+        self.fuse.kill()  # its getattr never returns: no clean unmount
+        self.fuse.wait(10)
+        subprocess.run(["umount", "-l", self.mount], check=False)
+        os.rmdir(self.mount)
+
+    def test_refused_without_waiting(self):
+        c = self.client()
+        name, msg = call_error_fds(c, self.value(), self.fd)
+        self.assertEqual(name, INVALID)
+        self.assertIn("regular file", msg)
+        other = self.client()
+        self.assertEqual(other.call("GetLatency", "s", "cpu_dma", timeout=5000), (-1,))
+
+
 class TestHeldLimit(HeldTestCase):
     def test_root_too_stops_at_max_held_requests(self):
         # MaxHeldRequests bounds pmqosd's descriptors and what a restart can
@@ -199,6 +235,24 @@ class TestRequestFor(HeldTestCase):
             name, msg = call_error_fds(c, self.value(), a.fileno())
         self.assertEqual(name, INVALID)
         self.assertIn("socket", msg)
+
+    def test_cgroup_name_not_utf8(self):
+        # Any user may name a cgroup of its delegated subtree with any bytes:
+        # once every ListRequests failed (sd-bus refuses invalid UTF-8).
+        parent = make_cgroup(self)
+        raw = os.path.join(os.fsencode(parent), b"bad\xff\xfe\x1b[2J")
+        os.mkdir(raw)
+        p = self.sleeper()
+        with open(os.path.join(raw, b"cgroup.procs"), "w") as f:
+            f.write(str(p.pid))
+        self.addCleanup(lambda: (p.kill(), p.wait(), os.rmdir(raw)))
+        c = self.client()
+        dfd = os.open(raw, os.O_RDONLY | os.O_DIRECTORY)
+        cookie = request_for(c, self.value(), dfd)
+        os.close(dfd)
+        entry = requests_by_cookie(c)[cookie]
+        self.assertEqual((entry["bound_to"], entry["target"]), ("cgroup", parent + "/bad\\xff\\xfe\\x1b[2J"))
+        self.assertKernelAtMost(self.value())
 
     def test_cgroup_emptied(self):
         path = make_cgroup(self)
