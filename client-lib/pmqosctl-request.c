@@ -28,6 +28,7 @@ typedef struct RequestArgs {
         uint32_t *cpus;
         size_t n_cpus;
         const char *pid, *cgroup, *unit; /* at most one: the workload */
+        int workloads;                   /* how many of them were given */
 } RequestArgs;
 
 /* The D-Bus interface that carries ControlGroup for a unit of this type:
@@ -49,6 +50,19 @@ static const char *unit_interface(const char *unit) {
         return NULL;
 }
 
+/* Whether unit ends in a unit type's suffix: else it is a service's name. */
+static bool has_unit_type(const char *unit) {
+        static const char *const suffixes[] = { ".service", ".socket", ".device", ".mount", ".automount", ".swap",
+                                                ".target",  ".path",   ".timer",  ".slice", ".scope" };
+        size_t n = strlen(unit);
+        for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+                size_t m = strlen(suffixes[i]);
+                if (n > m && strcmp(unit + n - m, suffixes[i]) == 0)
+                        return true;
+        }
+        return false;
+}
+
 /* The unit's control group as systemd names it ("/system.slice/x.service"),
  * malloc'd. A name without a type is a service, as systemctl takes it.
  * Returns 0, or an exit status after saying why. */
@@ -59,7 +73,9 @@ static int unit_control_group(const char *name, char **ret) {
         char unit[512];
         const char *path;
 
-        if (snprintf(unit, sizeof(unit), "%s%s", name, strchr(name, '.') ? "" : ".service") >= (int) sizeof(unit))
+        if (!*name)
+                return usage_error("request", "give a unit name to --unit");
+        if (snprintf(unit, sizeof(unit), "%s%s", name, has_unit_type(name) ? "" : ".service") >= (int) sizeof(unit))
                 return usage_error("request", "unit name \"%s\" is too long", name);
         const char *interface = unit_interface(unit);
         if (!interface)
@@ -120,11 +136,16 @@ static int open_target(const RequestArgs *a, int *ret_fd) {
                 cg = unit_cg;
         }
         assert(cg); /* open_target() is called with a workload */
+        /* A directory of the file system, else a path of the hierarchy. */
         int fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0 && cg[0] == '/')
+        int e = errno;
+        if (fd < 0 && e == ENOENT && cg[0] == '/') {
                 fd = cgroup2_open(cg);
+                e = errno;
+        }
         if (fd < 0) {
-                fprintf(stderr, "pmqosctl: cannot open cgroup %s: %s\n", cg, strerror(errno));
+                fprintf(stderr, "pmqosctl: cannot open cgroup %s: %s\n", cg,
+                        e == ENOTDIR ? "not a directory (give the cgroup's directory)" : strerror(e));
                 return EXIT_REFUSED;
         }
         *ret_fd = fd;
@@ -165,11 +186,13 @@ static int make_request(const RequestArgs *a) {
 static void request_help(void) {
         printf("Usage: pmqosctl request USEC --timeout SECONDS [--reason TEXT] [--cpus LIST] [--persistent]\n"
                "       pmqosctl request USEC --pid PID|--cgroup PATH|--unit UNIT [--reason TEXT] [--cpus LIST]\n"
+               "                        [--timeout SECONDS]\n"
                "Make a request that outlives this command, and print its cookie.\n"
                "It ends at its timeout; --persistent also keeps it across restarts.\n"
                "With --pid, --cgroup or --unit it ends when that process exits, or when that cgroup\n"
                "(a directory of cgroup2, or a path such as /system.slice/x.service) or the unit's\n"
-               "control group has no process left; --timeout is then an upper bound.\n");
+               "control group has no process left; --timeout is then an upper bound.\n"
+               "USEC is µs (50, 50us, 2ms) or a C-state name (C1E).\n");
 }
 
 int verb_request(int argc, char *argv[]) {
@@ -215,12 +238,15 @@ int verb_request(int argc, char *argv[]) {
                         break;
                 case 'P':
                         a.pid = optarg;
+                        a.workloads++;
                         break;
                 case 'g':
                         a.cgroup = optarg;
+                        a.workloads++;
                         break;
                 case 'u':
                         a.unit = optarg;
+                        a.workloads++;
                         break;
                 default:
                         return bad_option("request", argc, argv);
@@ -236,7 +262,7 @@ int verb_request(int argc, char *argv[]) {
                 if (!a.reason)
                         a.reason = cstate;
         }
-        int workloads = !!a.pid + !!a.cgroup + !!a.unit;
+        int workloads = a.workloads;
         if (workloads > 1)
                 return usage_error("request", "give one of --pid, --cgroup and --unit");
         if (workloads && a.persistent)

@@ -74,7 +74,8 @@ class TestPid(WorkloadTestCase):
     def test_usage_errors(self):
         for args in (("--pid", "abc"), ("--pid", "0"), ("--pid", "1", "--cgroup", "/x"),
                      ("--unit", "a.service", "--pid", "1"), ("--pid", "1", "--persistent"),
-                     ("--unit", "multi-user.target"), ("--pid", "1", "--cpus", "3-1")):
+                     ("--unit", "multi-user.target"), ("--pid", "1", "--cpus", "3-1"), ("--pid", "1", "--pid", "2"),
+                     ("--unit", "")):
             proc = self.ctl("request", "50", *args)
             self.assertEqual(proc.returncode, 2, (args, proc.stderr))
             self.assertEqual(len(proc.stderr.strip().splitlines()), 1, (args, proc.stderr))
@@ -97,6 +98,9 @@ class TestCgroup(WorkloadTestCase):
         self.assertIn("cgroup", proc.stderr)
         proc = self.ctl("request", str(self.value()), "--cgroup", "/no-such-cgroup-%d" % time.monotonic_ns(), check=1)
         self.assertIn("cannot open cgroup /no-such-cgroup-", proc.stderr)
+        proc = self.ctl("request", str(self.value()), "--cgroup", "/etc/passwd", check=1)
+        self.assertEqual(proc.stderr, "pmqosctl: cannot open cgroup /etc/passwd: not a directory (give the cgroup's "
+                                      "directory)\n")
         self.assertEqual(requests_by_cookie(self.client()), {})
 
 
@@ -118,6 +122,9 @@ class TestUnit(WorkloadTestCase):
         proc = self.ctl("request", str(self.value()), "--unit", "nothing-here.service", check=1)
         self.assertEqual(proc.stderr, "pmqosctl: cannot find unit nothing-here.service: "
                                       "Unit nothing-here.service not loaded.\n")
+        # A name of no unit type is a service's, as systemctl takes it.
+        proc = self.ctl("request", str(self.value()), "--unit", "my.app", check=1)
+        self.assertIn("cannot find unit my.app.service", proc.stderr)
 
     def test_unit_without_control_group(self):
         self.systemd.say("state idle.service inactive")
