@@ -142,6 +142,8 @@ static void cpus_text(const pmqos_request_info *r, char *buf, size_t size) {
 /* The table shows at most REASON_COLUMNS columns of a reason ("…" marks the
  * cut); --json has all of it. */
 #define REASON_COLUMNS 40
+/* And of a process or cgroup a request is bound to. */
+#define LIFETIME_COLUMNS 40
 #define COMMAND_COLUMNS_MIN 12
 
 /* One row as text, each cell escaped for the terminal. */
@@ -172,6 +174,26 @@ static void since_text(int64_t created_usec, time_t now, char *buf, size_t size)
         strftime(buf, size, now - t < 86400 && t <= now ? "%H:%M:%S" : "%Y-%m-%d", &tm);
 }
 
+/* How long it lives: what it is bound to (a descriptor, a rule, the process
+ * or cgroup it names: not the requester, often gone), its deadline, or its
+ * owner's connection. */
+static char *lifetime_text(const pmqos_request_info *q, time_t now) {
+        const char *bound = q->bound_to ? q->bound_to : "";
+        char *s = NULL;
+        if (strcmp(bound, "process") == 0 || strcmp(bound, "cgroup") == 0) {
+                char *target = term_text(q->target && q->target[0] ? q->target : bound);
+                s = target ? cut_columns(target, LIFETIME_COLUMNS) : NULL;
+                free(target);
+        } else if (strcmp(bound, "fd") == 0 || strcmp(bound, "rule") == 0)
+                s = strdup(bound);
+        else if (q->expires_usec > 0)
+                (void) !asprintf(&s, "%llds%s", (long long) (q->expires_usec / 1000000 - now),
+                                 q->persistent ? "+p" : "");
+        else
+                s = strdup(q->persistent ? "persistent" : "client");
+        return s;
+}
+
 static void row_cells(const pmqos_request_info *q, time_t now, char *cells[N_COLS]) {
         char buf[256];
         struct passwd *pw = getpwuid(q->uid);
@@ -187,11 +209,7 @@ static void row_cells(const pmqos_request_info *q, time_t now, char *cells[N_COL
         (void) !asprintf(&cells[COL_PID], "%" PRIu32, q->pid);
         since_text(q->created_usec, now, buf, sizeof(buf));
         cells[COL_SINCE] = strdup(buf);
-        if (q->expires_usec > 0)
-                (void) !asprintf(&cells[COL_LIFETIME], "%llds%s", (long long) (q->expires_usec / 1000000 - now),
-                                 q->persistent ? "+p" : "");
-        else
-                cells[COL_LIFETIME] = strdup(q->persistent ? "persistent" : "client");
+        cells[COL_LIFETIME] = lifetime_text(q, now);
         cpus_text(q, buf, sizeof(buf));
         cells[COL_CPUS] = strdup(buf);
         char *reason = term_text(q->reason[0] ? q->reason : "-");

@@ -62,6 +62,9 @@ class TestPid(WorkloadTestCase):
         p = self.sleeper()
         cookie = self.request("--pid", str(p.pid), "--reason", "sleeper")
         self.assertEqual(requests_by_cookie(self.client())[cookie]["reason"], "sleeper")
+        # The table's LIFETIME names the process, not the long-gone pmqosctl.
+        header, row = self.ctl("list", check=0).stdout.splitlines()[:2]
+        self.assertEqual(row[header.index("LIFETIME"):header.index("CPUS")].strip(), "pid %d (sleep 600)" % p.pid)
         self.assert_bound_until_killed(cookie, p, "process", "pid %d (sleep 600)" % p.pid)
 
     def test_missing_process(self):
