@@ -241,16 +241,24 @@ static void on_auth_result(AuthResult result, void *userdata) {
         answered(pc);
 }
 
-static int auth_answer(AuthResult result, sd_bus_error *error) {
+/* The refusal names the action, so that the caller knows what to ask for:
+ * another user's target needs more than a request of one's own. */
+static int auth_answer(AuthResult result, const char *action, sd_bus_error *error) {
+        bool others = action && strcmp(action, ACTION_REQUEST_LATENCY_FOR_OTHERS) == 0;
+        const char *what = others ? "The target is another user's process or cgroup: this" : "This";
         switch (result) {
         case AUTH_ALLOWED:
                 return 1;
         case AUTH_CHALLENGE:
-                return sd_bus_error_set(error, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED,
-                                        "This needs authentication: retry allowing interactive authorization.");
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED,
+                                         "%s needs authentication (%s): retry allowing interactive authorization.",
+                                         what, action ? action : "polkit");
         case AUTH_DENIED:
                 break;
         }
+        if (others)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "%s needs %s, which polkit did not grant.",
+                                         what, action);
         return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED, "Not authorized to change CPU latency requests.");
 }
 
@@ -288,7 +296,7 @@ static int ask(Calls *calls, PendingCall *pc, Client *c, const char *action, boo
         if (r < 0) {
                 log_caller_warning_errno(r, "Cannot check authorization of %s for %s: %m", c->name, action);
                 pending_free(pc);
-                return auth_answer(AUTH_DENIED, error);
+                return auth_answer(AUTH_DENIED, action, error);
         }
         return 0;
 }
@@ -307,7 +315,7 @@ int call_authorize(Calls *calls, sd_bus_message *message, Client *c, const char 
                 if (pc->state != CALL_ANSWERED)
                         return 0;
                 if (strcmp(pc->action, action) == 0)
-                        return auth_answer(pc->result, error);
+                        return auth_answer(pc->result, action, error);
                 /* The call needs another action than polkit answered for (a
                  * reload changed MaxUnprivilegedTimeoutSec meanwhile): that
                  * answer is stale, polkit is asked again. Still counted. */

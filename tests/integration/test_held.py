@@ -20,7 +20,7 @@ import unittest
 from gi.repository import GLib
 
 from contract import ACCESS_DENIED, INTERACTIVE, INVALID, LIMITS, NATIVE_IFACE
-from fixtures import BrokerTestCase, IS_ROOT, main, make_fake_sysfs, read_cpu, remote_error_name, skip_notice, wait_for
+from fixtures import PMQOSCTL, BrokerTestCase, IS_ROOT, main, make_fake_sysfs, read_cpu, remote_error_name, skip_notice, wait_for
 
 IGNORING_DEVICE = os.environ.get("PMQOS_IGNORING_DEVICE")
 from hostenv import POLKITD_PRESENT, POLKIT_USERS, polkit_install, polkit_uid, polkit_uninstall
@@ -469,6 +469,14 @@ class TestOtherUsers(HeldTestCase):
         self.assertEqual(kind, "error")
         self.assertIn(name, (ACCESS_DENIED, INTERACTIVE))
         self.assertTrue(self.kernel.released())
+        # pmqosctl says what would allow it: the action for others' targets.
+        u = pwd.getpwnam(POLKIT_USERS["member"])
+        proc = subprocess.run(["setpriv", "--reuid=%d" % u.pw_uid, "--regid=%d" % u.pw_gid, "--init-groups",
+                               PMQOSCTL, "request", str(self.value()), "--pid", str(target.pid)],
+                              env=self.bus.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("another user's process or cgroup", proc.stderr)
+        self.assertIn("org.freedesktop.pmqos.request-latency-for-others", proc.stderr)
 
     def test_another_users_process_granted_with_the_action(self):
         target = self.process_of("plain")
