@@ -151,15 +151,18 @@ void audit_request_added(const Request *r) {
         unsigned long suppressed;
         if (!take_user_token(r->uid, &suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
-        char w[PMQOS_EXEC_MAX + 64], v[24], msg[PMQOS_EXEC_MAX + 4 * PMQOS_REASON_MAX + 160];
+        char w[PMQOS_EXEC_MAX + 64], v[24], msg[2 * PMQOS_EXEC_MAX + 4 * PMQOS_REASON_MAX + 4200];
         who(r, w, sizeof(w));
         /* The caller's words: no newline or escape sequence reaches the log
          * line (the journal's REASON= field keeps them as they are). */
         const char *raw = request_reason(r);
         char *reason = text_clean(raw, strlen(raw), 4 * PMQOS_REASON_MAX);
-        snprintf(msg, sizeof(msg), "New %s: %s%s%s%s%s%s.", w, usec_text(r->value, v),
+        /* The target is cleaned where it was read (sys/target.c). */
+        snprintf(msg, sizeof(msg), "New %s: %s%s%s%s%s%s%s%s%s.", w, usec_text(r->value, v),
                  r->type == QOS_TYPE_CPU_WAKEUP ? " of cpu_wakeup" : "", r->n_cpus ? " on some CPUs" : "",
-                 r->persistent ? ", persistent" : "", raw[0] ? ", reason: " : "", reason ? reason : "?");
+                 r->persistent ? ", persistent" : "", r->hold == HOLD_FD ? ", held by a descriptor" : "",
+                 r->target ? ", bound to " : "", r->target ? r->target : "", raw[0] ? ", reason: " : "",
+                 reason ? reason : "?");
         free(reason);
         entry(AUDIT_ID_REQUEST_ADDED, r, PMQOS_LATENCY_NONE, r->value, r->uid, msg, suppressed);
 }
@@ -185,10 +188,13 @@ void audit_request_ended(const Request *r, int32_t value, AuditEnd how, uid_t by
                 snprintf(why, sizeof(why), "cancelled by uid %u", (unsigned) by_uid);
         else
                 snprintf(why, sizeof(why), "%s",
-                         how == AUDIT_END_OWNER_LEFT      ? "its owner left the bus"
-                         : how == AUDIT_END_EXPIRED       ? "it expired"
-                         : how == AUDIT_END_UNIT_INACTIVE ? "its unit is no longer active"
-                                                          : "its rule changed or systemd left");
+                         how == AUDIT_END_OWNER_LEFT && r->hold == HOLD_FD        ? "its descriptor was closed"
+                         : how == AUDIT_END_OWNER_LEFT && r->hold == HOLD_PROCESS ? "its process exited"
+                         : how == AUDIT_END_OWNER_LEFT && r->hold == HOLD_CGROUP  ? "its cgroup has no process left"
+                         : how == AUDIT_END_OWNER_LEFT                            ? "its owner left the bus"
+                         : how == AUDIT_END_EXPIRED                               ? "it expired"
+                         : how == AUDIT_END_UNIT_INACTIVE                         ? "its unit is no longer active"
+                                                                                  : "its rule changed or systemd left");
         snprintf(msg, sizeof(msg), "Ended %s, %s: %s.", w, usec_text(value, v), why);
         entry(AUDIT_ID_REQUEST_ENDED, r, value, PMQOS_LATENCY_NONE, by_uid, msg, suppressed);
 }

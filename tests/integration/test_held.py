@@ -43,6 +43,8 @@ class TestHold(HeldTestCase):
         os.close(fd)
         self.assert_eventually(self.kernel.released, what="the bound to lift at the descriptor's close")
         self.assertNotIn(cookie, requests_by_cookie(c))
+        self.assert_eventually(lambda: "its descriptor was closed" in self.daemon.output(), what="the end in the log")
+        self.assertIn(", held by a descriptor", self.daemon.output())
 
     def test_bus_connection_closed_descriptor_kept(self):
         c = self.client()
@@ -212,6 +214,12 @@ class TestRequestFor(HeldTestCase):
         p.kill()
         p.wait()
         self.assert_eventually(self.kernel.released, what="the bound to lift at the process's exit")
+        # The audit trail says whose process it was bound to, and why it ended.
+        self.assert_eventually(lambda: "its process exited" in self.daemon.output(), what="the end in the log")
+        log = self.daemon.output()
+        self.assertIn("New request %d of uid 0" % cookie, log)
+        self.assertIn(", bound to pid %d (sleep 600)" % p.pid, log)
+        self.assertNotIn("its owner left the bus", log)
 
     def test_exited_process_refused(self):
         p = subprocess.Popen(["true"])
