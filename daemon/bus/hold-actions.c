@@ -179,11 +179,9 @@ static int reopen_target(const Request *req) {
         }
 }
 
-static Hold *rebind_one(Manager *m, Request *req) {
-        /* The very descriptor, kept by the service manager's store. */
-        Hold *h = holds_take_stored(&m->holds, req->hold, req->cookie);
-        if (h)
-                return h;
+/* A hold on req's target reopened from the runtime record, kept in the store. */
+static Hold *reopen_one(Manager *m, Request *req) {
+        Hold *h = NULL;
         int fd = reopen_target(req);
         if (fd == -ENOSYS)
                 log_warning("Cannot reopen the process of request %" PRIu32 ": this system has no pidfd_open(2).",
@@ -195,14 +193,23 @@ static Hold *rebind_one(Manager *m, Request *req) {
                 close(fd);
                 return NULL;
         }
-        if (req->hold == HOLD_PROCESS) {
-                char *name = process_target(fd, req->target_pid);
+        hold_store(h, req->cookie);
+        return h;
+}
+
+static Hold *rebind_one(Manager *m, Request *req) {
+        /* The very descriptor, kept by the service manager's store; else reopened. */
+        Hold *h = holds_take_stored(&m->holds, req->hold, req->cookie);
+        if (!h)
+                h = reopen_one(m, req);
+        if (h && req->hold == HOLD_PROCESS) {
+                /* The record keeps the pid, not the listing's "pid N (exec)": named again either way. */
+                char *name = process_target(h->fd, req->target_pid);
                 if (name) {
                         free(req->target);
                         req->target = name;
                 }
         }
-        hold_store(h, req->cookie);
         return h;
 }
 
