@@ -22,6 +22,7 @@ otherwise."""
 
 import atexit
 import glob
+import json
 import os
 import re
 import shutil
@@ -350,6 +351,12 @@ class SystemTestCase(unittest.TestCase):
 
     def listed(self, cookie):
         return re.search(r"\b%s\b" % cookie, self.busctl(QOS, "GetLatencyRequests").stdout) is not None
+
+    def requests(self):
+        """ListRequests as a list of dicts, busctl's variants unwrapped."""
+        out = self.c.sh("busctl --system --json=short call %s %s %s ListRequests" % (BUS, PATH, NATIVE),
+                        check=True).stdout
+        return [{k: v["data"] for k, v in r.items()} for r in json.loads(out)["data"][0]]
 
 
 SAMPLER = r"""

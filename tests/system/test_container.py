@@ -359,6 +359,39 @@ class TestUnitRules(SystemTestCase):
         self.assertIn("/etc/pmqos/rules.d/bad.conf:3: Latency", self.journal())
 
 
+class TestRequestForUnit(SystemTestCase):
+    """pmqosctl request USEC --unit UNIT under the real systemd: the unit's
+    ControlGroup from GetUnit, a request bound to that cgroup (RequestFor),
+    ended by systemctl stop of the unit."""
+
+    UNIT = "pmqos-workload"
+
+    def tearDown(self):
+        self.c.sh("systemctl stop %s" % self.UNIT)
+        super().tearDown()
+
+    def test_request_bound_to_a_units_cgroup(self):
+        self.start()
+        self.c.sh("systemd-run --unit=%s sleep infinity" % self.UNIT, check=True)
+        cgroup = self.c.sh("systemctl show -P ControlGroup %s" % self.UNIT, check=True).stdout.strip()
+        self.assertEqual(cgroup, "/system.slice/%s.service" % self.UNIT)
+        r = self.c.sh("pmqosctl request 36 --unit %s --reason 'unit test'" % self.UNIT, check=True)
+        cookie = int(r.stdout.strip())
+        mine = [x for x in self.requests() if x["cookie"] == cookie]
+        self.assertEqual(len(mine), 1, self.requests())
+        self.assertEqual((mine[0]["value"], mine[0]["bound_to"], mine[0]["reason"]), (36, "cgroup", "unit test"))
+        # As pmqosd's own mount namespace sees the cgroup2 hierarchy.
+        self.assertEqual(mine[0]["target"], "/sys/fs/cgroup" + cgroup)
+        self.assertEqual(kernel(), min(self.baseline, 36))
+        self.c.sh("systemctl stop %s" % self.UNIT, check=True)
+        wait_for(lambda: kernel() == self.baseline, timeout=5, interval=0.01, what="the unit's stop to end the request")
+        self.assertEqual([x for x in self.requests() if x["cookie"] == cookie], [])
+        # A unit that is not there: refused, saying which.
+        r = self.c.sh("pmqosctl request 36 --unit %s" % self.UNIT)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("%s.service" % self.UNIT, r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
 
@@ -398,11 +431,6 @@ class TestStandinService(SystemTestCase):
         self.c.sh("systemctl stop pmqos-standin-test pmqos-standin; rm -rf /run/systemd/system/pmqos-standin*; "
                   "systemctl daemon-reload")
         super().tearDown()
-
-    def requests(self):
-        out = self.c.sh("busctl --system --json=short call %s %s %s ListRequests" % (BUS, PATH, NATIVE),
-                        check=True).stdout
-        return [{k: v["data"] for k, v in r.items()} for r in json.loads(out)["data"][0]]
 
     def test_service_through_the_documented_dropin(self):
         self.start()
