@@ -158,7 +158,7 @@ class TestHeldRequestsSurvive(SystemTestCase):
     """Requests bound to a descriptor (Hold), a process (RequestFor with a
     pidfd) and a unit's cgroup (pmqosctl request --unit) through restarts
     and kill -9 of pmqosd: their descriptors wait in systemd's store under
-    hold-/pid-/cg-COOKIE, the host reads the device every 100 µs, and each
+    h/p/c and the cookie in hex, the host reads the device every 100 µs, and each
     request still ends with what it is bound to afterwards."""
 
     HOLD_US, PID_US, CGROUP_US = 31, 32, 34
@@ -229,7 +229,7 @@ class TestHeldRequestsSurvive(SystemTestCase):
             self.assertEqual(journal.count(line) - before.count(line), times, "%r in:\n%s" % (line, journal))
         if self.c.systemd >= 254:  # systemd-analyze fdstore is newer than 252
             store = self.c.sh("systemd-analyze fdstore pmqosd.service", check=True).stdout
-            for name in ("hold-" + hold, "pid-" + pid, "cg-" + cg):
+            for name in ("h%08x" % int(hold), "p%08x" % int(pid), "c%08x" % int(cg)):
                 self.assertRegex(store, r"\b%s\b" % name)
 
         # Each ends with what it is bound to, the next one's bound showing at the kernel.
