@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* A pidfd says its pid in /proc/self/fdinfo; that pid's /proc entry is read
  * and the pidfd checked alive afterwards, so a pid reused in between cannot
- * lend its owner. A cgroup is its directory on a cgroup2 mount (the mount
- * its fdinfo names), its owner and inode. Nothing asks the descriptor's own
+ * lend its owner. A cgroup is its directory on cgroup2 (told by the
+ * device), its owner and inode. Nothing asks the descriptor's own
  * file system, which a user may serve (FUSE) and never answer. */
 
 #include "sys/target.h"
@@ -143,17 +143,19 @@ static int identify_cgroup(int fd, const struct statx *st, Target *t, char *err,
         return t->path ? 0 : -ENOMEM;
 }
 
-/* Whether mount mnt_id of pmqosd's mount namespace is a cgroup2 one. */
-static bool mount_is_cgroup2(int64_t mnt_id) {
+/* Whether device major:minor is cgroup2's. Its one superblock is behind
+ * every cgroup2 mount of every namespace, so the caller's mount (whose id
+ * means nothing in pmqosd's namespace: systemd gives the unit a mount
+ * namespace of its own) has the device of any cgroup2 mount pmqosd sees. */
+static bool device_is_cgroup2(unsigned major, unsigned minor) {
         FILE *f = fopen("/proc/self/mountinfo", "re");
-        char line[4096], id[32];
-        int n = snprintf(id, sizeof(id), "%" PRIi64 " ", mnt_id);
-        bool found = false, cgroup2 = false;
-        while (f && !found && fgets(line, sizeof(line), f))
-                if (strncmp(line, id, (size_t) n) == 0) {
-                        found = true;
-                        cgroup2 = strstr(line, " - cgroup2 ") != NULL;
-                }
+        char line[4096];
+        bool cgroup2 = false;
+        while (f && !cgroup2 && fgets(line, sizeof(line), f)) {
+                unsigned ma, mi;
+                cgroup2 = strstr(line, " - cgroup2 ") && sscanf(line, "%*s %*s %u:%u", &ma, &mi) == 2 && ma == major &&
+                          mi == minor;
+        }
         if (f)
                 fclose(f);
         return cgroup2;
@@ -162,11 +164,11 @@ static bool mount_is_cgroup2(int64_t mnt_id) {
 /* Nothing here reaches the descriptor's file system: a caller's descriptor
  * on a FUSE (or network) mount whose server never answers would stall the
  * loop for everyone, before any authorization. A pidfd is told by its
- * fdinfo, a cgroup by the mount its fdinfo names; a file's type and owner
- * come from the inode as cached (AT_STATX_DONT_SYNC). */
+ * fdinfo, a cgroup by its device; a file's type, owner and device come
+ * from the inode as cached (AT_STATX_DONT_SYNC). */
 int target_identify(int fd, Target *ret, char *err, size_t err_size) {
         char path[64], buf[1024] = ""; /* pos, flags, mnt_id, ino, Pid come first */
-        int64_t pid = 0, mnt_id = -1;
+        int64_t pid = 0;
         struct statx st;
 
         snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
@@ -177,7 +179,7 @@ int target_identify(int fd, Target *ret, char *err, size_t err_size) {
                 return identify_process(fd, pid, ret, err, err_size);
         if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_UID | STATX_INO, &st) < 0)
                 return -errno;
-        if (field_i64(buf, "mnt_id", &mnt_id) >= 0 && mount_is_cgroup2(mnt_id))
+        if (device_is_cgroup2(st.stx_dev_major, st.stx_dev_minor))
                 return identify_cgroup(fd, &st, ret, err, err_size);
         snprintf(err, err_size, "The target is neither a pidfd nor a cgroup v2 directory (%s).",
                  S_ISSOCK(st.stx_mode)  ? "it is a socket"

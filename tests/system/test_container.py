@@ -344,7 +344,7 @@ class TestUnitRules(SystemTestCase):
 
     def test_bad_rule_refused_with_file_and_line(self):
         self.start()
-        self.c.sh("printf '[Rule]\\nUnit=x.service\\nLatency=soon\\n' > /etc/pmqos/rules.d/bad.conf", check=True)
+        self.c.sh("printf '[Rule]\\nUnit=x.service\\nLatency=-5\\n' > /etc/pmqos/rules.d/bad.conf", check=True)
         # ExecReload= checks the rules first (pmqosd --check-config): the reload fails...
         self.assertNotEqual(self.c.sh("systemctl reload pmqosd").returncode, 0)
         # ...and a SIGHUP past that check keeps the previous rules.
