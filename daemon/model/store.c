@@ -362,6 +362,14 @@ unsigned store_drop_owner(Store *s, RequestOwner *owner) {
         return n;
 }
 
+void store_move_requests(RequestOwner *to, RequestOwner *from) {
+        while (from->head) {
+                Request *r = from->head;
+                owner_unlink(r);
+                owner_link(to, r);
+        }
+}
+
 unsigned store_unplace_owner(Store *s, const RequestOwner *owner) {
         unsigned n = 0;
 

@@ -130,6 +130,10 @@ unsigned store_drop_owner(Store *s, RequestOwner *owner);
  * how many that is. */
 unsigned store_unplace_owner(Store *s, const RequestOwner *owner);
 
+/* Every request of from becomes to's (from->emptied is not called): the
+ * requests of several owners that end together, dropped as one. */
+void store_move_requests(RequestOwner *to, RequestOwner *from);
+
 /* The strictest live value of global cpu_dma requests, or PMQOS_LATENCY_NONE. */
 int32_t store_min(const Store *s);
 /* The strictest live value of cpu_wakeup requests, or PMQOS_LATENCY_NONE. */

@@ -55,6 +55,13 @@ START_TEST(test_min_and_floor) {
 }
 END_TEST
 
+static int n_emptied;
+
+static void count_emptied(RequestOwner *o) {
+        (void) o;
+        n_emptied++;
+}
+
 START_TEST(test_drop_owner) {
         Store s;
         RequestOwner a = {}, b = {};
@@ -86,6 +93,37 @@ START_TEST(test_drop_owner) {
 
         ck_assert_uint_eq(store_drop_owner(&s, &b), 1);
         ck_assert_uint_eq(store_count_uid(&s, 1001), 0);
+        store_done(&s);
+}
+END_TEST
+
+START_TEST(test_move_requests) {
+        Store s;
+        RequestOwner a = {}, b = {}, all = {};
+
+        store_init(&s, 7);
+        a.emptied = b.emptied = count_emptied;
+        n_emptied = 0;
+        Request *ra = add(&s, &a, 10, 1000, false);
+        Request *rb1 = add(&s, &b, 20, 1000, false);
+        Request *rb2 = add(&s, &b, 30, 1000, false);
+
+        /* Two owners' requests, gathered to be dropped as one. */
+        store_move_requests(&all, &a);
+        store_move_requests(&all, &b);
+        ck_assert_uint_eq(a.n_requests + b.n_requests, 0);
+        ck_assert_ptr_null(a.head);
+        ck_assert_ptr_null(b.head);
+        ck_assert_int_eq(n_emptied, 0); /* a move empties nobody */
+        ck_assert_uint_eq(all.n_requests, 3);
+        ck_assert(ra->owner == &all && rb1->owner == &all && rb2->owner == &all);
+        ck_assert_int_eq(store_min(&s), 10);
+
+        ck_assert_uint_eq(store_unplace_owner(&s, &all), 3);
+        ck_assert_int_eq(store_min(&s), PMQOS_LATENCY_NONE);
+        ck_assert_uint_eq(store_drop_owner(&s, &all), 3);
+        ck_assert_uint_eq(store_size(&s), 0);
+        ck_assert_int_eq(n_emptied, 0);
         store_done(&s);
 }
 END_TEST
@@ -239,6 +277,7 @@ int main(void) {
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_min_and_floor);
         tcase_add_test(tc, test_drop_owner);
+        tcase_add_test(tc, test_move_requests);
         tcase_add_test(tc, test_cookies_unique_nonzero);
         tcase_add_test(tc, test_churn_against_model);
         tcase_add_test(tc, test_cpu_heaps);
