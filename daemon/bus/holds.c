@@ -24,8 +24,13 @@
 #include "record/fd-name.h"
 #include "util/log.h"
 
-void holds_init(Holds *hs, sd_event *event, unsigned max, void (*ended)(Hold *h, void *userdata), void *userdata) {
-        *hs = (Holds){ .event = event, .max = max, .ended = ended, .userdata = userdata };
+/* Holds that end at once (a thousand processes killed together) are read
+ * this many a call from the private epoll set, and all end in one
+ * transaction. */
+#define HOLDS_BATCH 256
+
+void holds_init(Holds *hs, sd_event *event, unsigned max, void (*ended)(Hold *first, void *userdata), void *userdata) {
+        *hs = (Holds){ .event = event, .max = max, .ended = ended, .userdata = userdata, .epoll_fd = -1 };
 }
 
 void holds_done(Holds *hs) {
@@ -39,9 +44,26 @@ void holds_done(Holds *hs) {
                 next = h->next;
                 hold_free(h);
         }
+        hs->source = sd_event_source_disable_unref(hs->source);
+        if (hs->epoll_fd >= 0)
+                close(hs->epoll_fd);
+        hs->epoll_fd = -1;
 }
 
 static void hold_unstore(Hold *h);
+
+/* The descriptor h is watched by: cgroup.events for a cgroup, else its own. */
+static int watch_fd(const Hold *h) {
+        return h->events_fd >= 0 ? h->events_fd : h->fd;
+}
+
+/* Out of the epoll set before its descriptor is closed: the set watches the
+ * open file, which a copy elsewhere (the store's, a holder's) keeps open. */
+static void unwatch(Hold *h) {
+        if (h->watched)
+                (void) epoll_ctl(h->holds->epoll_fd, EPOLL_CTL_DEL, watch_fd(h), NULL);
+        h->watched = false;
+}
 
 Hold *hold_free(Hold *h) {
         if (!h)
@@ -55,7 +77,7 @@ Hold *hold_free(Hold *h) {
                 h->next->prev = h->prev;
         hs->n--;
         hold_unstore(h);
-        sd_event_source_disable_unref(h->source);
+        unwatch(h);
         if (h->fd >= 0)
                 close(h->fd);
         if (h->events_fd >= 0)
@@ -69,14 +91,6 @@ static void on_emptied(RequestOwner *o) {
         Hold *h = (Hold *) o;
         if (!h->ending)
                 hold_free(h);
-}
-
-static void end(Hold *h) {
-        h->ending = true;
-        (void) sd_event_source_set_enabled(h->source, SD_EVENT_OFF);
-        if (h->owner.n_requests > 0)
-                h->holds->ended(h, h->holds->userdata);
-        hold_free(h);
 }
 
 bool cgroup_events_populated(const char *text, size_t len) {
@@ -100,28 +114,83 @@ static int read_populated(int events_fd) {
         return cgroup_events_populated(buf, (size_t) n);
 }
 
-static int on_event(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        Hold *h = userdata;
+/* Whether what h serves is gone, at revents from the epoll set. */
+static bool hold_over(const Hold *h, uint32_t revents) {
+        /* Another change of a cgroup (frozen, a process moved): still populated. */
+        return h->kind != HOLD_CGROUP || (revents & (EPOLLERR | EPOLLHUP)) || read_populated(h->events_fd) <= 0;
+}
 
-        (void) s, (void) fd;
-        if (h->kind == HOLD_CGROUP && !(revents & (EPOLLERR | EPOLLHUP)) && read_populated(h->events_fd) > 0)
-                return 0; /* another change (frozen, a process moved): still populated */
-        end(h);
+/* The holds on the list of first end together: their requests in one
+ * transaction (ended()), then each hold is freed. */
+static void end_all(Holds *hs, Hold *first) {
+        if (!first)
+                return;
+        hs->ended(first, hs->userdata);
+        for (Hold *h = first, *next; h; h = next) {
+                next = h->ended_next;
+                hold_free(h);
+        }
+}
+
+/* The private epoll set has a hold ready: every hold ready now is read (a
+ * batch a call, until a call returns less than a batch: the set is empty),
+ * those that ended leave the set at once and end together. */
+static int on_ready(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Holds *hs = userdata;
+        struct epoll_event events[HOLDS_BATCH];
+        Hold *ended = NULL;
+        int n;
+
+        (void) s, (void) revents;
+        do {
+                n = epoll_wait(fd, events, HOLDS_BATCH, 0);
+                for (int i = 0; i < n; i++) {
+                        Hold *h = events[i].data.ptr;
+                        if (!hold_over(h, events[i].events))
+                                continue;
+                        unwatch(h);
+                        h->ending = true;
+                        h->ended_next = ended;
+                        ended = h;
+                }
+        } while (n == HOLDS_BATCH || (n < 0 && errno == EINTR));
+        if (n < 0 && errno != EINTR)
+                log_warning("Cannot read which held requests ended: %s", strerror(errno));
+        end_all(hs, ended);
         return 0;
 }
 
-static int hold_new(Holds *hs, RequestHold kind, int fd, int watch_fd, uint32_t events, Hold **ret) {
+/* The private epoll set, and its one source on the event loop, at the first hold. */
+static int holds_watch(Holds *hs) {
+        if (hs->epoll_fd >= 0)
+                return 0;
+        int fd = epoll_create1(EPOLL_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        int r = sd_event_add_io(hs->event, &hs->source, fd, EPOLLIN, on_ready, hs);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        hs->epoll_fd = fd;
+        return 0;
+}
+
+static int hold_new(Holds *hs, RequestHold kind, int fd, int events_fd, uint32_t events, Hold **ret) {
+        int r = holds_watch(hs);
+        if (r < 0)
+                return r;
         Hold *h = calloc(1, sizeof(Hold));
         if (!h)
                 return -ENOMEM;
-        *h = (Hold){ .owner = { .emptied = on_emptied }, .holds = hs, .kind = kind, .fd = fd, .events_fd = -1 };
-        if (watch_fd != fd)
-                h->events_fd = watch_fd;
-        int r = sd_event_add_io(hs->event, &h->source, watch_fd, events, on_event, h);
-        if (r < 0) {
+        *h = (Hold){ .owner = { .emptied = on_emptied }, .holds = hs, .kind = kind, .fd = fd, .events_fd = events_fd };
+        struct epoll_event ev = { .events = events, .data.ptr = h };
+        if (epoll_ctl(hs->epoll_fd, EPOLL_CTL_ADD, watch_fd(h), &ev) < 0) {
+                r = -errno;
                 free(h);
                 return r;
         }
+        h->watched = true;
         h->next = hs->head;
         if (hs->head)
                 hs->head->prev = h;
@@ -138,7 +207,7 @@ int hold_new_fd(Holds *hs, int fd, Hold **ret, int *ret_peer_fd) {
                 return -errno;
         /* No EPOLLIN: what a holder writes into its end wakes nobody; the
          * last close is EPOLLHUP, which epoll always reports. */
-        int r = hold_new(hs, HOLD_FD, p[0], p[0], 0, ret);
+        int r = hold_new(hs, HOLD_FD, p[0], -1, 0, ret);
         if (r < 0) {
                 if (fd < 0)
                         close(p[0]);
@@ -154,7 +223,7 @@ int hold_new_fd(Holds *hs, int fd, Hold **ret, int *ret_peer_fd) {
 }
 
 int hold_new_process(Holds *hs, int pidfd, Hold **ret) {
-        return hold_new(hs, HOLD_PROCESS, pidfd, pidfd, EPOLLIN, ret);
+        return hold_new(hs, HOLD_PROCESS, pidfd, -1, EPOLLIN, ret);
 }
 
 int hold_new_cgroup(Holds *hs, int dir_fd, Hold **ret) {

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Requests that live as long as a descriptor, a process or a cgroup rather
  * than a bus connection: each is one Hold, the owner of its one request,
- * told by the kernel (epoll) when what it serves is gone — no bus message. */
+ * told by the kernel (epoll) when what it serves is gone — no bus message.
+ * All holds are in one private epoll set, one source on the event loop:
+ * the holds that end at once are read together and end in one transaction. */
 #pragma once
 
 #include <stdbool.h>
@@ -24,12 +26,15 @@ typedef struct StoredFd {
 
 typedef struct Holds {
         sd_event *event;
+        int epoll_fd;            /* the private epoll set of every hold's descriptor, from the first hold; else -1 */
+        sd_event_source *source; /* epoll_fd on the event loop */
         Hold *head;
         unsigned n;   /* live holds: each keeps one or two descriptors open */
         unsigned max; /* MaxHeldRequests */
-        /* What h serves is gone: the request it owns is to end now (the
-         * manager drops h->owner); h is freed right after. */
-        void (*ended)(Hold *h, void *userdata);
+        /* What the holds on the list of first (through ended_next) serve
+         * is gone: the requests they own are to end now, together (the
+         * manager drops them in one transaction); each is freed right after. */
+        void (*ended)(Hold *first, void *userdata);
         void *userdata;
         /* Under a service manager with a store: each hold's descriptor is
          * kept there too (hold_store()), and removed when its request ends.
@@ -43,15 +48,16 @@ struct Hold {
         RequestOwner owner; /* of one request; its emptied() frees the hold when that request ends otherwise */
         Holds *holds;
         RequestHold kind;
-        int fd;        /* ours: the pipe's read end (HOLD_FD), the pidfd, or the cgroup's directory */
-        int events_fd; /* HOLD_CGROUP: the cgroup's cgroup.events; else -1 */
-        sd_event_source *source;
+        int fd;                 /* ours: the pipe's read end (HOLD_FD), the pidfd, or the cgroup's directory */
+        int events_fd;          /* HOLD_CGROUP: the cgroup's cgroup.events; else -1 */
+        bool watched;           /* in Holds.epoll_fd, its data the hold */
         bool ending;            /* ended() runs: the request goes, the hold stays until it returned */
         uint32_t stored_cookie; /* its name in the service manager's store, or 0 */
         Hold *prev, *next;
+        Hold *ended_next; /* ending: the next hold that ends with it */
 };
 
-void holds_init(Holds *hs, sd_event *event, unsigned max, void (*ended)(Hold *h, void *userdata), void *userdata);
+void holds_init(Holds *hs, sd_event *event, unsigned max, void (*ended)(Hold *first, void *userdata), void *userdata);
 /* Frees every hold; their requests are the store's (store_done() first frees
  * those, and with them the holds). */
 void holds_done(Holds *hs);

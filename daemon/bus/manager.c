@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -58,14 +59,29 @@ static void on_departed(Client *c, void *userdata) {
         manager_drop_owner(userdata, &c->owner, c->name);
 }
 
-/* A descriptor's last copy closed, a process exited, a cgroup emptied. */
-static void on_hold_ended(Hold *h, void *userdata) {
+/* Descriptors' last copies closed, processes exited, cgroups emptied (all
+ * that the kernel said at once): their requests go in one transaction, one
+ * signal, as a client's do. */
+static void on_holds_ended(Hold *first, void *userdata) {
         static const char *const what[_HOLD_MAX] = {
                 [HOLD_FD] = "The holder of a descriptor",
                 [HOLD_PROCESS] = "The process of a request",
                 [HOLD_CGROUP] = "The cgroup of a request",
         };
-        manager_drop_owner(userdata, &h->owner, what[h->kind]);
+        RequestOwner ended = {};
+        RequestHold kind = first->kind;
+        unsigned n = 0;
+        char who[64];
+
+        for (Hold *h = first; h; h = h->ended_next)
+                if (h->owner.n_requests > 0) {
+                        store_move_requests(&ended, &h->owner);
+                        kind = h->kind;
+                        n++;
+                }
+        if (n > 1)
+                snprintf(who, sizeof(who), "Each of %u holders, processes or cgroups", n);
+        manager_drop_owner(userdata, &ended, n > 1 ? who : what[kind]);
 }
 
 int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config) {
@@ -79,7 +95,7 @@ int manager_new(Manager **ret, sd_event *event, const ManagerConfig *config) {
         m->explainer.helper_fd = -1; /* before anything can fail: manager_free() looks at it */
         m->limits = config->limits;
         clients_init(&m->clients, m->limits.max_clients, on_departed, m);
-        holds_init(&m->holds, event, m->limits.max_held, on_hold_ended, m);
+        holds_init(&m->holds, event, m->limits.max_held, on_holds_ended, m);
 
         core.seed = random_seed();
         r = core_init(&m->core, &core);
