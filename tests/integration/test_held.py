@@ -19,8 +19,9 @@ import unittest
 
 from gi.repository import GLib
 
-from contract import ACCESS_DENIED, INTERACTIVE, INVALID, LIMITS, NATIVE_IFACE
-from fixtures import PMQOSCTL, BrokerTestCase, IS_ROOT, main, make_fake_sysfs, read_cpu, remote_error_name, skip_notice, wait_for
+from contract import ACCESS_DENIED, INTERACTIVE, INVALID, LIMITS, NATIVE_IFACE, PATH
+from fixtures import (PMQOSCTL, BrokerTestCase, IS_ROOT, main, make_fake_sysfs, read_cpu, remote_error_name, skip_notice,
+                      strace, wait_for)
 
 IGNORING_DEVICE = os.environ.get("PMQOS_IGNORING_DEVICE")
 from hostenv import POLKITD_PRESENT, POLKIT_USERS, polkit_install, polkit_uid, polkit_uninstall
@@ -192,6 +193,63 @@ class TestHeldLimit(HeldTestCase):
                 os.close(fd)
         self.assert_eventually(self.kernel.released, what="the bound to lift")
         os.close(hold(c, self.value())[1])  # room again
+
+
+class TestMassRelease(HeldTestCase):
+    N = 300
+
+    def test_holder_killed_with_its_holds_is_one_change(self):
+        # One process holds N Hold() descriptors, the strictest first (the
+        # kernel closes a dying process's descriptors lowest first, so each
+        # close lifts the minimum); it is killed: all of them end together,
+        # as a vanished client's requests do — one RequestsChanged, one
+        # device write, not N (pmqosd's epoll may catch the closes in a
+        # few batches on a loaded machine: each batch is one change).
+        script = (
+            "import os, sys\n"
+            "sys.path.insert(0, %r)\n"
+            "from held_util import hold, connect\n"
+            "c = connect(os.environ['DBUS_SYSTEM_BUS_ADDRESS'])\n"
+            "fds = [hold(c, 100 + i)[1] for i in range(%d)]\n"
+            "print('ready', flush=True)\n"
+            "os.read(0, 1)\n" % (os.path.dirname(os.path.abspath(__file__)), self.N)
+        )
+        watcher = self.client()
+        holder = subprocess.Popen([sys.executable, "-c", script], env=self.bus.env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (holder.kill(), holder.wait()))
+        self.assertEqual(holder.stdout.readline().strip(), "ready")
+        self.assertEqual(len(requests_by_cookie(watcher)), self.N)
+        self.assertKernelAtMost(100)
+        watcher.subscribe(path=PATH)
+        watcher.take_signals()
+
+        tracer, out = None, os.path.join(self.bus.dir, "strace-mass")
+        if shutil.which("strace"):
+            tracer = strace(self.daemon.proc.pid, "pwrite64", out)
+        else:
+            skip_notice("counting device writes", "strace is not installed")
+        holder.kill()
+        holder.wait()
+        self.assert_eventually(lambda: requests_by_cookie(watcher) == {}, timeout=20, what="every held request to end")
+        got = watcher.take_signals(settle=0.3)
+        changes = [s for s in got if s[2] == "RequestsChanged"]
+        latency = [s[3] for s in got if s[2] == "LatencyChanged"]
+        self.assertGreaterEqual(len(changes), 1)
+        # One change as a rule; a few batches when the dying holder's closes
+        # come slower than pmqosd reads them (a loaded machine): never one a hold.
+        self.assertLessEqual(len(changes), self.N // 10, "%d RequestsChanged for %d held requests ended at once"
+                             % (len(changes), self.N))
+        self.assertLessEqual(len(latency), len(changes))
+        self.assertEqual(latency[-1], ("cpu_dma", -1))
+        self.assertKernelReleased()
+        if tracer:
+            tracer.send_signal(signal.SIGINT)
+            tracer.wait(10)
+            with open(out) as f:
+                writes = sum(1 for line in f if line.startswith("pwrite64("))
+            self.assertGreaterEqual(writes, 1)
+            self.assertLessEqual(writes, len(changes), "%d device writes for %d changes" % (writes, len(changes)))
 
 
 class TestRequestFor(HeldTestCase):
