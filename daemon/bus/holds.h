@@ -28,6 +28,7 @@ typedef struct Holds {
         sd_event *event;
         int epoll_fd;            /* the private epoll set of every hold's descriptor, from the first hold; else -1 */
         sd_event_source *source; /* epoll_fd on the event loop */
+        uint64_t ended_usec;     /* CLOCK_MONOTONIC: when holds last ended, or 0 */
         Hold *head;
         unsigned n;   /* live holds: each keeps one or two descriptors open */
         unsigned max; /* MaxHeldRequests */
