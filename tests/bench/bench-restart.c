@@ -5,14 +5,42 @@
 
 /* ---- restarts ---- */
 
+typedef struct CountReply {
+        bool done;
+        int r;
+        uint32_t n;
+} CountReply;
+
+static int on_count(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        CountReply *c = userdata;
+        (void) error;
+        c->done = true;
+        c->r = sd_bus_message_is_method_error(m, NULL) ? -sd_bus_message_get_errno(m)
+                                                       : sd_bus_message_read(m, "v", "u", &c->n);
+        return 0;
+}
+
+/* Read while pmqosd's notifications are read too, as a service manager
+ * reads them: held requests that end together take their descriptors out
+ * of the store after the kernel write, thousands of FDSTOREREMOVE=1 in a
+ * row, and pmqosd answers nothing while it blocks on a full queue. */
 uint32_t request_count(void) {
         sd_bus *bus = connect_bus();
-        uint32_t n = 0;
-        int r = sd_bus_get_property_trivial(bus, BUS_NAME, PATH, NATIVE, "RequestCount", NULL, 'u', &n);
+        CountReply c = {};
+        int r = sd_bus_call_method_async(bus, NULL, BUS_NAME, PATH, "org.freedesktop.DBus.Properties", "Get", on_count,
+                                         &c, "ss", NATIVE, "RequestCount");
+        while (r >= 0 && !c.done) {
+                drain_notifications();
+                r = sd_bus_process(bus, NULL);
+                if (r == 0)
+                        r = sd_bus_wait(bus, 10000);
+        }
         sd_bus_flush_close_unref(bus);
+        if (r >= 0)
+                r = c.r;
         if (r < 0)
                 die("read RequestCount", r);
-        return n;
+        return c.n;
 }
 
 /* A notification socket nobody reads fills up, and then pmqosd blocks in
