@@ -201,7 +201,7 @@ static int hold_new(Holds *hs, RequestHold kind, int fd, int events_fd, uint32_t
         if (epoll_ctl(hs->epoll_fd, EPOLL_CTL_ADD, watch_fd(h), &ev) < 0) {
                 r = -errno;
                 free(h);
-                return r;
+                return r < 0 ? r : -EIO;
         }
         h->watched = true;
         h->next = hs->head;
