@@ -127,6 +127,47 @@ static int fdstore_list(int **ret_fds, char **ret_names) {
  * LISTEN_FDS. Those in the places others go to are moved above them first;
  * each is closed where it was once in place (never two copies of all: the
  * descriptor limit may be under twice their number). */
+/* Puts src[i] at 3 + i for every i, inheritable, in place: a descriptor in
+ * the way is moved to its own slot first, chain after chain, with one spare
+ * above 3 + n per chain (moving every low one above 3 + n first needs n
+ * free numbers there: 10,000 held descriptors do not fit under a hard limit
+ * of 20,000). */
+static void place_fds(int *src, int n) {
+        int *owner = malloc(sizeof(int) * (size_t) n); /* owner[s]: the i with src[i] == 3 + s, or -1 */
+        if (!owner)
+                _exit(127);
+        for (int s = 0; s < n; s++)
+                owner[s] = -1;
+        for (int i = 0; i < n; i++)
+                if (src[i] >= 3 && src[i] < 3 + n)
+                        owner[src[i] - 3] = i;
+        for (int i = 0; i < n; i++) {
+                if (src[i] == 3 + i)
+                        continue;
+                /* Free slot 3 + i: whoever sits there goes to a spare first
+                 * (it is placed when its own turn comes). */
+                int j = owner[i];
+                if (j >= 0) {
+                        int spare = fcntl(src[j], F_DUPFD_CLOEXEC, 3 + n);
+                        if (spare < 0 || close(src[j]) < 0)
+                                _exit(127);
+                        src[j] = spare;
+                        owner[i] = -1;
+                }
+                if (dup2(src[i], 3 + i) < 0)
+                        _exit(127);
+                if (src[i] >= 3 && src[i] < 3 + n)
+                        owner[src[i] - 3] = -1;
+                close(src[i]);
+                src[i] = 3 + i;
+                owner[i] = i;
+        }
+        for (int i = 0; i < n; i++)
+                if (fcntl(3 + i, F_SETFD, 0) < 0)
+                        _exit(127);
+        free(owner);
+}
+
 void pass_listen_fds(const DaemonOptions *o) {
         int n = (o->listen_fd >= 0) + o->n_held, k = 0;
         if (n == 0)
@@ -143,17 +184,7 @@ void pass_listen_fds(const DaemonOptions *o) {
                 src[k++] = o->held_fds[i];
         if (o->n_held > 0)
                 strcat(strcat(names, names[0] ? ":" : ""), o->held_names);
-        for (int i = 0; i < n; i++)
-                if (src[i] < 3 + n && src[i] != 3 + i) {
-                        int moved = fcntl(src[i], F_DUPFD_CLOEXEC, 3 + n);
-                        if (moved < 0)
-                                _exit(127);
-                        close(src[i]);
-                        src[i] = moved;
-                }
-        for (int i = 0; i < n; i++)
-                if (src[i] == 3 + i ? fcntl(src[i], F_SETFD, 0) < 0 : dup2(src[i], 3 + i) < 0 || close(src[i]) < 0)
-                        _exit(127);
+        place_fds(src, n);
         snprintf(spid, sizeof(spid), "%d", (int) getpid());
         snprintf(count, sizeof(count), "%d", n);
         setenv("LISTEN_PID", spid, 1);
