@@ -64,7 +64,6 @@ Client *client_unref(Client *c) {
                 return NULL;
 
         sd_bus_slot_unref(c->creds_slot);
-        free(c->name);
         shared_string_unref(c->exec);
         free(c);
         return NULL;
@@ -345,19 +344,16 @@ int client_get(Clients *m, const char *name, Client **ret) {
         if (hashmap_size(&m->by_name) >= m->max && !forget_oldest_idle(m))
                 return -EUSERS;
 
-        c = calloc(1, sizeof(Client));
+        size_t len = strlen(name);
+        c = calloc(1, sizeof(Client) + len + 1);
         if (!c)
                 return -ENOMEM;
         c->n_ref = 1;
         c->registry = m;
         c->state = CLIENT_RESOLVING;
-        c->name = strdup(name);
+        memcpy(c->name, name, len + 1);
         c->owner.name = c->name;
         c->owner.emptied = on_owner_emptied;
-        if (!c->name) {
-                client_unref(c);
-                return -ENOMEM;
-        }
 
         r = sd_bus_call_method_async(m->bus, &c->creds_slot, "org.freedesktop.DBus", "/org/freedesktop/DBus",
                                      "org.freedesktop.DBus", "GetConnectionCredentials", on_credentials, c, "s", name);

@@ -39,7 +39,6 @@ typedef struct Clients Clients;
 struct Client {
         unsigned n_ref;
         Clients *registry;
-        char *name; /* unique bus name */
         ClientState state;
         uid_t uid;
         pid_t pid;
@@ -50,6 +49,7 @@ struct Client {
         unsigned n_waiters; /* calls of this connection in progress */
         bool idle;
         Client *idle_prev, *idle_next;
+        char name[]; /* unique bus name, in the record: one allocation a connection */
 };
 
 /* Every connection pmqosd tracks, and how it hears that one left. */
