@@ -45,6 +45,10 @@ struct Budget {
         const Core *core;
         Hashmap conns; /* unique name → ConnBudget */
         Hashmap users; /* uid → UserBudget */
+        /* Sent to the connections whose user the bus has not said yet, all
+         * together: bounded as one user's, so that many connections' first
+         * calls cannot add up past every user's bound. */
+        uint64_t unknown_unread;
         unsigned n_pings;
         unsigned long n_dropped; /* calls left unanswered, for the log */
         sd_bus_slot *filter, *departures;
@@ -129,7 +133,8 @@ static void conn_free(ConnBudget *cb) {
         if (cb->user) {
                 cb->user->unread -= cb->unread;
                 cb->user->n_conns--;
-        }
+        } else
+                b->unknown_unread -= cb->unread;
         free(cb->held);
         free(cb);
 }
@@ -181,6 +186,7 @@ static void learn_user(Budget *b, ConnBudget *cb) {
         cb->user = u;
         u->n_conns++;
         u->unread += cb->unread;
+        b->unknown_unread -= cb->unread;
 }
 
 /* What u owes went down: the calls its connections hold are looked at
@@ -201,6 +207,14 @@ static void release_held(Budget *b, const UserBudget *u, ConnBudget *only) {
         }
 }
 
+static void charge(Budget *b, ConnBudget *cb, uint64_t bytes) {
+        cb->unread += bytes;
+        if (cb->user)
+                cb->user->unread += bytes;
+        else
+                b->unknown_unread += bytes;
+}
+
 static int on_ping(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         ConnBudget *cb = userdata;
         Budget *b = cb->budget;
@@ -217,6 +231,8 @@ static int on_ping(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         if (sender && strcmp(sender, cb->name) == 0) {
                 if (cb->user)
                         cb->user->unread -= cb->unread;
+                else
+                        b->unknown_unread -= cb->unread;
                 cb->unread = 0;
                 release_held(b, cb->user, cb);
         }
@@ -241,9 +257,7 @@ static void ask_ping(Budget *b, ConnBudget *cb) {
         b->n_pings++;
         if (cb->user)
                 cb->user->n_pings++;
-        cb->unread += 256; /* the Ping waits in the bus too */
-        if (cb->user)
-                cb->user->unread += 256;
+        charge(b, cb, 256); /* the Ping waits in the bus too */
 }
 
 static bool take_tokens(Budget *b, UserBudget *u, double n) {
@@ -257,12 +271,6 @@ static bool take_tokens(Budget *b, UserBudget *u, double n) {
                 return false;
         u->tokens -= n;
         return true;
-}
-
-static void charge(ConnBudget *cb, uint64_t bytes) {
-        cb->unread += bytes;
-        if (cb->user)
-                cb->user->unread += bytes;
 }
 
 /* The call waits until cb (or its user's other connections) showed that
@@ -282,6 +290,37 @@ static int hold(Budget *b, ConnBudget *cb, sd_bus_message *m) {
                 log_caller_warning("Calls of a connection that does not read its answers go unanswered (%lu so far).",
                                    b->n_dropped);
         return 1; /* handled: no answer at all */
+}
+
+/* The bus has not said whose cb is, and the call asks for a large answer or
+ * such connections together were sent a user's worth: the call waits
+ * until it has (on_resolved() lets it run again), or, when that cannot be
+ * waited for, is refused. */
+static int hold_unknown(Budget *b, ConnBudget *cb, sd_bus_message *m, sd_bus_error *error) {
+        const Client *c = hashmap_get(&b->clients->by_name, cb->name);
+        if (c && c->state == CLIENT_RESOLVING) {
+                if (!cb->held)
+                        cb->held = calloc(BUDGET_HELD_PER_CONNECTION, sizeof(sd_bus_message *));
+                if (cb->held && cb->n_held < BUDGET_HELD_PER_CONNECTION &&
+                    calls_keep(b->calls, b->calls->max_kept / 2)) {
+                        cb->held[cb->n_held++] = sd_bus_message_ref(m);
+                        return 1;
+                }
+        }
+        return sd_bus_error_set(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                "Many new connections wait to be known to pmqosd; retry shortly.");
+}
+
+/* The bus said whose a connection is: what it was sent counts for its
+ * user from now on, and its calls that waited for that run. */
+static void on_resolved(Client *c, void *userdata) {
+        Budget *b = userdata;
+        ConnBudget *cb = hashmap_get(&b->conns, c->name);
+        if (!cb || cb->user)
+                return;
+        learn_user(b, cb);
+        if (cb->n_held > 0)
+                release_held(b, NULL, cb);
 }
 
 static int budget_filter(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -311,6 +350,12 @@ static int budget_filter(sd_bus_message *m, void *userdata, sd_bus_error *error)
                 return no_reply ? 1 : hold(b, cb, m);
         const char *interface = sd_bus_message_get_interface(m);
         uint64_t bytes = no_reply ? 0 : budget_estimate(b->core, interface, sd_bus_message_get_member(m));
+        /* Whose a connection is comes one bus round trip after its first
+         * call: a call with a large answer waits for it, so that it counts
+         * against its user's bound (a thousand connections' first calls
+         * would otherwise each be a whole listing, counted for nobody). */
+        if (!u && bytes > 0 && (bytes > TOKEN_BYTES || b->unknown_unread >= l->max_unread_bytes_per_uid))
+                return hold_unknown(b, cb, m, error);
         /* Peer's calls cost sd-bus next to nothing, and a client's Ping says it reads. */
         uint64_t extra_tokens = bytes / TOKEN_BYTES; /* one more for each whole TOKEN_BYTES */
         bool ok = !u ? cb->n_unknown++ < BUDGET_CALLS_UNKNOWN
@@ -319,7 +364,7 @@ static int budget_filter(sd_bus_message *m, void *userdata, sd_bus_error *error)
         if (!ok) {
                 if (no_reply)
                         return 1;
-                charge(cb, 512);
+                charge(b, cb, 512);
                 if (!u)
                         return sd_bus_error_set(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
                                                 "This connection makes many calls before the bus says whose it is; "
@@ -329,7 +374,7 @@ static int budget_filter(sd_bus_message *m, void *userdata, sd_bus_error *error)
                                          "retry shortly.",
                                          (unsigned) u->uid, l->max_calls_per_sec_per_uid);
         }
-        charge(cb, bytes);
+        charge(b, cb, bytes);
         return 0;
 }
 
@@ -365,6 +410,8 @@ int budget_new(Budget **ret, sd_bus *bus, Clients *clients, Calls *calls, const 
                 budget_free(b);
                 return r;
         }
+        clients->resolved = on_resolved;
+        clients->resolved_userdata = b;
         *ret = b;
         return 0;
 }
@@ -374,6 +421,8 @@ Budget *budget_free(Budget *b) {
                 return NULL;
         b->filter = sd_bus_slot_unref(b->filter);
         b->departures = sd_bus_slot_unref(b->departures);
+        if (b->clients->resolved_userdata == b)
+                b->clients->resolved = NULL;
         ConnBudget *cb;
         for (size_t i; (i = 0, hashmap_next(&b->conns, &i, (void **) &cb));)
                 conn_free(cb);

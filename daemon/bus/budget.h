@@ -15,7 +15,10 @@
  *    every D-Bus library answers when it reads), and its calls wait until
  *    the answer comes (a few; the rest get no answer at all) — it is
  *    dropped from service until it reads. What waits in the bus for one
- *    user stays bounded.
+ *    user stays bounded;
+ *  - a connection's user is known one bus round trip after its first call:
+ *    until then a call asking for more than 4 KiB waits for it, and what
+ *    all such connections are sent together is bounded as one user's.
  *
  * Root is exempt. Bytes are the estimates of budget_estimate(), on the
  * high side. No timer: the bucket refills when the next call comes. */

@@ -326,6 +326,8 @@ static int on_credentials(sd_bus_message *reply, void *userdata, sd_bus_error *e
                 return 0;
         }
         c->state = CLIENT_READY;
+        if (c->registry->resolved)
+                c->registry->resolved(c, c->registry->resolved_userdata);
         tell_ready(c);
         return 0;
 }

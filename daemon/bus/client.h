@@ -63,6 +63,10 @@ struct Clients {
          * owner of the requests drops them. */
         void (*departed)(Client *c, void *userdata);
         void *userdata;
+        /* Told when a client's credentials became known (READY), before
+         * its calls in progress hear it; may be NULL (budget.c sets it). */
+        void (*resolved)(Client *c, void *userdata);
+        void *resolved_userdata;
 };
 
 /* Whether message comes from the bus itself (org.freedesktop.DBus), not

@@ -14,10 +14,13 @@ import sys
 import threading
 import time
 
+from gi.repository import GLib
+
 from contract import LIMITS, NATIVE_IFACE, PROPS
 from fixtures import NOBODY, TIME_SCALE, BrokerTestCase, main
 
 NONREADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nonreader.py")
+FIRSTCALLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "firstcalls.py")
 HONEST_UID = pwd.getpwnam("daemon").pw_uid  # any user but the attacker's
 # Honest callers are answered within this (the issue's bound), scaled for checkers.
 HONEST_BOUND = 1.0 * TIME_SCALE
@@ -131,6 +134,43 @@ class TestNonReader(StallTestCase):
                 break
             time.sleep(0.2)
         self.assertEqual(answer[0], "ok", answer)
+
+
+class TestFirstCalls(StallTestCase):
+    """Whose a connection is, pmqosd learns one bus round trip after its
+    first call. Before, those first calls counted for no user: 40
+    connections of nobody, each sending one ListRequests with its Hello and
+    never reading, had 40 whole listings queued in the bus, twenty times
+    MaxUnreadBytesPerUser here."""
+
+    def test_first_calls_count_for_their_user(self):
+        path = os.path.join(self.bus.dir, "small-budget.conf")
+        with open(path, "w") as f:
+            f.write("[pmqosd]\nMaxUnreadBytesPerUser=131072\n")
+        self.start_daemon(("--config", path))
+        holders = [self.client(), self.client()]  # 64 requests a connection at most
+        for i in range(120):
+            holders[i % 2].call("Request", "sia{sv}", "cpu_dma", 1000 + i, {"reason": GLib.Variant("s", "x" * 250)},
+                                iface=NATIVE_IFACE)
+        listing = len(repr(holders[0].call("ListRequests", iface=NATIVE_IFACE)))
+        self.assertGreater(listing, 40000)
+        for script in (NONREADER, FIRSTCALLS):
+            shutil.copy(script, self.bus.dir)
+        cmd = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups", sys.executable,
+               os.path.join(self.bus.dir, "firstcalls.py"), "--connections", "40"]
+        attacker = subprocess.Popen(cmd, env=self.bus.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(attacker.kill)
+        self.assertIn("connected", attacker.stdout.readline())
+        time.sleep(1)
+        other = self.peer(uid=HONEST_UID)
+        t = time.monotonic()
+        self.assertEqual(other.call("GetLatency", "s", "cpu_dma")[0], "ok")
+        self.assertLess(time.monotonic() - t, HONEST_BOUND)
+        out, _ = attacker.communicate("", timeout=60)
+        got = json.loads(out.strip().splitlines()[-1])["bytes"]
+        sys.stderr.write("40 first calls of nobody: %d bytes sent to it (a listing is ~%d)\n" % (got, listing))
+        self.assertLess(got, 4 * 131072, "nobody's first calls were sent %d bytes" % got)
+        self.assertIsNone(self.daemon.proc.poll(), "pmqosd died:\n" + self.daemon.output())
 
 
 class TestReaders(StallTestCase):
