@@ -135,7 +135,19 @@ static int method_explain(sd_bus_message *message, void *userdata, sd_bus_error 
         int r = call_know_caller(&m->calls, message, &c, error);
         if (r <= 0)
                 return r < 0 ? r : 1; /* 0: the bus tells who it is, and this runs again */
-        return explainer_queue(&m->explainer, message, c->uid, error);
+        return explainer_queue(&m->explainer, message, c->uid, false, error);
+}
+
+/* ExplainFolded(): the same round, with identical CPUs in one entry. */
+static int method_explain_folded(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        CALL_SCOPE(m, message);
+        Client *c;
+
+        int r = call_know_caller(&m->calls, message, &c, error);
+        if (r <= 0)
+                return r < 0 ? r : 1; /* 0: the bus tells who it is, and this runs again */
+        return explainer_queue(&m->explainer, message, c->uid, true, error);
 }
 
 static int method_list_requests(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -289,6 +301,8 @@ const sd_bus_vtable bus_native_vtable[] = {
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Explain", SD_BUS_NO_ARGS, SD_BUS_RESULT("a{sv}", explanation), method_explain,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ExplainFolded", SD_BUS_NO_ARGS, SD_BUS_RESULT("a{sv}", explanation),
+                                method_explain_folded, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListRequestsPage", SD_BUS_ARGS("u", after, "u", max),
                                 SD_BUS_RESULT("aa{sv}", requests, "u", next), method_list_requests_page,
                                 SD_BUS_VTABLE_UNPRIVILEGED),

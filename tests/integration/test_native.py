@@ -65,6 +65,9 @@ class TestNativeInterface(NativeTestCase):
             "Cancel": [("cookie", "u", "in")],
             "ListRequests": [("requests", "aa{sv}", "out")],
             "Explain": [("explanation", "a{sv}", "out")],
+            "ListRequestsPage": [("after", "u", "in"), ("max", "u", "in"), ("requests", "aa{sv}", "out"),
+                                 ("next", "u", "out")],
+            "ExplainFolded": [("explanation", "a{sv}", "out")],
         })
         props = {p.get("name"): (p.get("type"), p.get("access")) for p in iface.findall("property")}
         self.assertEqual(props, {
