@@ -159,41 +159,83 @@ _public_ int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size
         return client_list(c, ret, ret_n);
 }
 
-int client_list(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        pmqos_request_info *infos = NULL;
-        size_t n = 0, cap = 0;
-        int r;
-
-        r = client_call(c, NATIVE_IFACE, "ListRequests", &reply, NULL, NULL);
-        if (r < 0)
-                return r;
-
-        r = sd_bus_message_enter_container(reply, 'a', "a{sv}");
+/* The entries of an aa{sv} of requests appended to *infos (*n of them, room
+ * for *cap); the caller frees them, read or not. */
+static int read_entries(sd_bus_message *reply, pmqos_request_info **infos, size_t *n, size_t *cap) {
+        int r = sd_bus_message_enter_container(reply, 'a', "a{sv}");
         while (r >= 0) {
                 r = sd_bus_message_at_end(reply, false);
                 if (r != 0)
                         break;
-                if (n >= LIST_ENTRIES_MAX) {
-                        r = -E2BIG;
-                        break;
+                if (*n >= LIST_ENTRIES_MAX)
+                        return -E2BIG;
+                if (*n == *cap) {
+                        size_t more = *cap ? *cap * 2 : 16;
+                        pmqos_request_info *p = realloc(*infos, more * sizeof(pmqos_request_info));
+                        if (!p)
+                                return -ENOMEM;
+                        *infos = p;
+                        *cap = more;
                 }
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 16;
-                        pmqos_request_info *p = realloc(infos, cap * sizeof(pmqos_request_info));
-                        if (!p) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        infos = p;
+                (*infos)[*n] = (pmqos_request_info){};
+                r = client_read_request_info(reply, &(*infos)[(*n)++], NULL);
+        }
+        return r < 0 ? r : sd_bus_message_exit_container(reply);
+}
+
+/* The largest page ListRequestsPage gives. */
+#define LIST_PAGE_MAX 1024u
+
+static int append_page_args(sd_bus_message *m, const void *data) {
+        return sd_bus_message_append(m, "uu", *(const uint32_t *) data, LIST_PAGE_MAX);
+}
+
+/* Every request, a page at a time. A pmqosd without ListRequestsPage
+ * answers UnknownMethod (-EBADR): 0 with *ret_unknown set. */
+static int list_paged(pmqos_client *c, pmqos_request_info **infos, size_t *n, size_t *cap, bool *ret_unknown) {
+        uint32_t after = 0;
+        *ret_unknown = false;
+        for (;;) {
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+                uint32_t next;
+                size_t before = *n;
+                int r = client_call(c, NATIVE_IFACE, "ListRequestsPage", &reply, append_page_args, &after);
+                if (r == -EBADR && after == 0) {
+                        *ret_unknown = true;
+                        return 0;
                 }
-                infos[n] = (pmqos_request_info){};
-                r = client_read_request_info(reply, &infos[n], NULL);
-                n++;
+                if (r < 0)
+                        return r;
+                r = read_entries(reply, infos, n, cap);
+                if (r >= 0)
+                        r = sd_bus_message_read(reply, "u", &next);
+                if (r < 0)
+                        return client_map_error(c, NULL, r);
+                if (next == 0)
+                        return 0;
+                /* Each page must move on: else a broken broker would keep us here. */
+                if (*n == before || next <= after || (*infos)[*n - 1].cookie != next)
+                        return client_map_error(c, NULL, -EBADMSG);
+                after = next;
+        }
+}
+
+int client_list(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        pmqos_request_info *infos = NULL;
+        size_t n = 0, cap = 0;
+        bool unknown;
+        int r;
+
+        r = list_paged(c, &infos, &n, &cap, &unknown);
+        if (r >= 0 && unknown) {
+                r = client_call(c, NATIVE_IFACE, "ListRequests", &reply, NULL, NULL);
+                if (r >= 0 && (r = read_entries(reply, &infos, &n, &cap)) < 0)
+                        r = client_map_error(c, NULL, r);
         }
         if (r < 0) {
                 pmqos_request_info_free(infos, n);
-                return client_map_error(c, NULL, r);
+                return r;
         }
         *ret = infos;
         *ret_n = n;
