@@ -221,6 +221,19 @@ typedef struct pmqos_cpu_info {
         size_t n_cstates;
 } pmqos_cpu_info;
 
+/* CPUs that look the same (pmqos_explain_folded()): the same bound,
+ * resume_latency, foreign and C-states (name, latency, allowed, disabled, in
+ * order); usage and time are those of the group's CPUs summed. */
+typedef struct pmqos_cpu_group_info {
+        uint32_t *cpus; /* ascending */
+        size_t n_cpus;
+        int32_t bound;
+        char *resume_latency;
+        bool foreign;
+        pmqos_cstate_info *cstates;
+        size_t n_cstates;
+} pmqos_cpu_group_info;
+
 typedef struct pmqos_holder_info {
         uint32_t pid;
         uint32_t uid;
@@ -267,6 +280,10 @@ typedef struct pmqos_explanation {
         uint32_t holders_left_out;
         pmqos_unscanned_info *holders_unscanned;
         size_t n_holders_unscanned;
+        /* Added with LIBPMQOS_1.3: from pmqos_explain_folded(), each group
+         * of identical CPUs, by its lowest CPU (cpus is then NULL). */
+        pmqos_cpu_group_info *cpu_groups;
+        size_t n_cpu_groups;
 } pmqos_explanation;
 
 /* The broker's Explain(), computed when asked. Free with
@@ -274,6 +291,11 @@ typedef struct pmqos_explanation {
  * twice, more than 8192 CPUs, 64 C-states per CPU, 4096 holders or unscanned users, or 1024 rules) is
  * refused whole: -EBADMSG. */
 int pmqos_explain(pmqos_client *c, pmqos_explanation **ret);
+/* The broker's ExplainFolded(): the same, but cpu_groups for cpus — small
+ * on a machine of many CPUs. A pmqosd without it answers UnknownMethod:
+ * -EBADR (then pmqos_explain() gives the per-CPU figures). Since
+ * LIBPMQOS_1.3. */
+int pmqos_explain_folded(pmqos_client *c, pmqos_explanation **ret);
 pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e);
 
 /* ---- change notifications and event loops ---- */
