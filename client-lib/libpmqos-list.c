@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* pmqos_list_requests(): ListRequests read into plain structs, refusing what
- * pmqosd never sends, so that a process holding the broker's name cannot
- * make the caller leak or grow without bound. */
+/* pmqos_list_requests(): ListRequestsPage, page after page (ListRequests
+ * from an older pmqosd), read into plain structs, refusing what pmqosd never
+ * sends, so that a process holding the broker's name cannot make the caller
+ * leak, loop or grow without bound. */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -220,6 +221,14 @@ static int list_paged(pmqos_client *c, pmqos_request_info **infos, size_t *n, si
         }
 }
 
+/* Oldest first, as ListRequests lists them (pages come in cookie order). */
+static int by_creation(const void *pa, const void *pb) {
+        const pmqos_request_info *a = pa, *b = pb;
+        if (a->created_usec != b->created_usec)
+                return a->created_usec < b->created_usec ? -1 : 1;
+        return (a->cookie > b->cookie) - (a->cookie < b->cookie);
+}
+
 int client_list(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         pmqos_request_info *infos = NULL;
@@ -228,6 +237,8 @@ int client_list(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n) {
         int r;
 
         r = list_paged(c, &infos, &n, &cap, &unknown);
+        if (r >= 0 && !unknown && n > 1)
+                qsort(infos, n, sizeof(pmqos_request_info), by_creation);
         if (r >= 0 && unknown) {
                 r = client_call(c, NATIVE_IFACE, "ListRequests", &reply, NULL, NULL);
                 if (r >= 0 && (r = read_entries(reply, &infos, &n, &cap)) < 0)

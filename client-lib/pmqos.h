@@ -191,8 +191,10 @@ typedef struct pmqos_request_info {
         char *target;   /* for "process": "pid N (exec)"; for "cgroup": its path; else "" */
 } pmqos_request_info;
 
-/* All live requests of every client. Free with pmqos_request_info_free()
- * (*ret NULL and *ret_n 0 after a failure).
+/* All live requests of every client, oldest first, read a page at a time
+ * (ListRequestsPage; ListRequests from an older broker) so that no single
+ * reply holds them all. Free with pmqos_request_info_free() (*ret NULL and
+ * *ret_n 0 after a failure). Pages that do not move on: -EBADMSG.
  * A listing that is not one the broker sends (an entry without "cookie" or
  * with a key twice: -EBADMSG) or one too large to be real (more than 100,000
  * entries: -E2BIG; more than 8192 CPUs in an entry: -EBADMSG) is refused
