@@ -187,38 +187,75 @@ static int read_entries(sd_bus_message *reply, pmqos_request_info **infos, size_
 /* The largest page ListRequestsPage gives. */
 #define LIST_PAGE_MAX 1024u
 
+typedef struct PageArgs {
+        uint32_t after, max;
+} PageArgs;
+
 static int append_page_args(sd_bus_message *m, const void *data) {
-        return sd_bus_message_append(m, "uu", *(const uint32_t *) data, LIST_PAGE_MAX);
+        const PageArgs *a = data;
+        return sd_bus_message_append(m, "uu", a->after, a->max);
+}
+
+/* One ListRequestsPage call, its entries appended to *infos; *ret_next as
+ * the broker says, checked to move on (else a broken broker could keep a
+ * caller that pages on here forever). */
+static int list_page(pmqos_client *c, const PageArgs *a, pmqos_request_info **infos, size_t *n, size_t *cap,
+                     uint32_t *ret_next) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        size_t before = *n;
+        int r = client_call(c, NATIVE_IFACE, "ListRequestsPage", &reply, append_page_args, a);
+        if (r < 0)
+                return r;
+        r = read_entries(reply, infos, n, cap);
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "u", ret_next);
+        if (r >= 0 && *ret_next != 0 && (*n == before || *ret_next <= a->after || (*infos)[*n - 1].cookie != *ret_next))
+                r = -EBADMSG;
+        return r < 0 ? client_map_error(c, NULL, r) : 0;
 }
 
 /* Every request, a page at a time. A pmqosd without ListRequestsPage
  * answers UnknownMethod (-EBADR): 0 with *ret_unknown set. */
 static int list_paged(pmqos_client *c, pmqos_request_info **infos, size_t *n, size_t *cap, bool *ret_unknown) {
-        uint32_t after = 0;
+        PageArgs a = { .after = 0, .max = LIST_PAGE_MAX };
         *ret_unknown = false;
         for (;;) {
-                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
                 uint32_t next;
-                size_t before = *n;
-                int r = client_call(c, NATIVE_IFACE, "ListRequestsPage", &reply, append_page_args, &after);
-                if (r == -EBADR && after == 0) {
+                int r = list_page(c, &a, infos, n, cap, &next);
+                if (r == -EBADR && a.after == 0) {
                         *ret_unknown = true;
                         return 0;
                 }
-                if (r < 0)
+                if (r < 0 || next == 0)
                         return r;
-                r = read_entries(reply, infos, n, cap);
-                if (r >= 0)
-                        r = sd_bus_message_read(reply, "u", &next);
-                if (r < 0)
-                        return client_map_error(c, NULL, r);
-                if (next == 0)
-                        return 0;
-                /* Each page must move on: else a broken broker would keep us here. */
-                if (*n == before || next <= after || (*infos)[*n - 1].cookie != next)
-                        return client_map_error(c, NULL, -EBADMSG);
-                after = next;
+                a.after = next;
         }
+}
+
+_public_ int pmqos_list_requests_page(pmqos_client *c, uint32_t after, uint32_t max, pmqos_request_info **ret,
+                                      size_t *ret_n, uint32_t *ret_next) {
+        pmqos_request_info *infos = NULL;
+        size_t n = 0, cap = 0;
+        if (ret)
+                *ret = NULL;
+        if (ret_n)
+                *ret_n = 0;
+        if (ret_next)
+                *ret_next = 0;
+        if (!c || !ret || !ret_n || !ret_next)
+                return -EINVAL;
+        CLIENT_SCOPE(c);
+        int r = client_dispatch(c);
+        if (r >= 0)
+                r = list_page(c, &(PageArgs){ .after = after, .max = max }, &infos, &n, &cap, ret_next);
+        if (r < 0) {
+                pmqos_request_info_free(infos, n);
+                *ret_next = 0;
+                return r;
+        }
+        *ret = infos;
+        *ret_n = n;
+        return 0;
 }
 
 /* Oldest first, as ListRequests lists them (pages come in cookie order). */

@@ -202,6 +202,14 @@ typedef struct pmqos_request_info {
  * caller leak or grow without bound. */
 int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n);
 void pmqos_request_info_free(pmqos_request_info *infos, size_t n);
+/* One page of the listing: the requests whose cookie is greater than after,
+ * in ascending cookie order, at most max of them (0: 256; more than 1024 is
+ * taken as 1024); *ret_next: the cookie of the last one when more follow,
+ * else 0. after = 0, then after = *ret_next until it is 0, lists every
+ * request once. Free as pmqos_list_requests()'s. A pmqosd without
+ * ListRequestsPage answers UnknownMethod: -EBADR. Since LIBPMQOS_1.3. */
+int pmqos_list_requests_page(pmqos_client *c, uint32_t after, uint32_t max, pmqos_request_info **ret, size_t *ret_n,
+                             uint32_t *ret_next);
 
 /* ---- Explain(): what sets the bound, who else holds the device ---- */
 
