@@ -182,8 +182,8 @@ static int cpu_item(sd_bus_message *m, void *entry) {
 
 /* An "au" of CPU numbers, at most EXPLAIN_CPUS_MAX. */
 static int read_cpu_list(sd_bus_message *m, uint32_t **ret, size_t *ret_n) {
-        const void *data;
-        size_t size;
+        const void *data = NULL;
+        size_t size = 0;
         int r = sd_bus_message_enter_container(m, 'v', "au");
         if (r >= 0)
                 r = sd_bus_message_read_array(m, 'u', &data, &size);
