@@ -203,6 +203,7 @@ static int list_page(pmqos_client *c, const PageArgs *a, pmqos_request_info **in
                      uint32_t *ret_next) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         size_t before = *n;
+        *ret_next = 0;
         int r = client_call(c, NATIVE_IFACE, "ListRequestsPage", &reply, append_page_args, a);
         if (r < 0)
                 return r;
@@ -220,7 +221,7 @@ static int list_paged(pmqos_client *c, pmqos_request_info **infos, size_t *n, si
         PageArgs a = { .after = 0, .max = LIST_PAGE_MAX };
         *ret_unknown = false;
         for (;;) {
-                uint32_t next;
+                uint32_t next = 0;
                 int r = list_page(c, &a, infos, n, cap, &next);
                 if (r == -EBADR && a.after == 0) {
                         *ret_unknown = true;
