@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Explain(): a round asks the helper for a holder scan (or, without one,
- * runs on the next loop iteration), then builds one answer from the core,
- * the device and sysfs, and sends it to every call of the round. */
+/* Explain() and ExplainFolded(): a round asks the helper for a holder scan
+ * (or, without one, runs on the next loop iteration), then builds one answer
+ * of each kind asked from the core, the device and sysfs, and sends it to
+ * every call of the round. */
 
 #include "bus/explain.h"
 
