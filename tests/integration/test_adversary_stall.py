@@ -114,7 +114,8 @@ class TestNonReader(StallTestCase):
         an unprivileged caller can reach, sd-bus's built-ins included."""
         attacker = self.nonreader(
             connections=64, rate=3000,
-            methods="Introspect,Explain,Introspect,Explain,GetAll,ListRequests,GetLatencyRequests,Ping")
+            methods="Introspect,Explain,Introspect,Explain,GetAll,ListRequests,GetLatencyRequests,Ping,"
+                    "ExplainFolded,ListRequestsPage")
         self.assertAnsweredThroughout(self.honest_latencies(45, attacker))
 
     def test_reader_of_same_user_served_after(self):
