@@ -439,6 +439,10 @@ static int explain_call(pmqos_client *c, const char *member, pmqos_explanation *
                       explanation_field, e);
         if (r >= 0 && !e->bound_by && !(e->bound_by = strdup("")))
                 r = -ENOMEM;
+        size_t grouped = 0; /* a machine's CPUs, however they are grouped */
+        for (size_t i = 0; r >= 0 && i < e->n_cpu_groups; i++)
+                if ((grouped += e->cpu_groups[i].n_cpus) > EXPLAIN_CPUS_MAX)
+                        r = -EBADMSG;
         if (r < 0) {
                 pmqos_explanation_free(e);
                 /* A wrong type (sd-bus says -ENXIO) is as malformed as a key twice. */

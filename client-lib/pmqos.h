@@ -302,7 +302,8 @@ typedef struct pmqos_explanation {
  * refused whole: -EBADMSG. */
 int pmqos_explain(pmqos_client *c, pmqos_explanation **ret);
 /* The broker's ExplainFolded(): the same, but cpu_groups for cpus — small
- * on a machine of many CPUs. A pmqosd without it answers UnknownMethod:
+ * on a machine of many CPUs (more than 8192 CPUs in all groups together is
+ * refused as -EBADMSG too). A pmqosd without it answers UnknownMethod:
  * -EBADR (then pmqos_explain() gives the per-CPU figures). Since
  * LIBPMQOS_1.3. */
 int pmqos_explain_folded(pmqos_client *c, pmqos_explanation **ret);

@@ -429,6 +429,14 @@ class TestOtherBrokers(CtlTestCase):
                       out)
         self.assertEqual(self.calls[-1], "ExplainFolded")
 
+    def test_groups_of_more_cpus_than_a_machine_are_refused(self):
+        groups = [dict(self.CPU, cpus=list(range(k * 5000, (k + 1) * 5000))) for k in range(2)]
+        folded = lambda p: (variant_dict(dict(self.EXPLANATION, cpu_groups=groups)),)  # noqa: E731
+        imp = self.impostor({"ExplainFolded": ((), ("a{sv}",), folded)})
+        status, out, err = self.ctl_against(imp, "status")
+        self.assertEqual((status, out), (1, ""), err)
+        self.assertTrue(err.startswith("pmqosctl: cannot read the broker's explanation: "), err)
+
     def test_pages_that_do_not_move_on_are_refused(self):
         from gi.repository import GLib
         entry = GLib.Variant.new_array(GLib.VariantType("a{sv}"), [variant_dict(self.REQUESTS[0])])
