@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* pmqos_explain(): Explain() read into plain structs, with the same rule as
+/* pmqos_explain(), pmqos_explain_folded(): Explain() and ExplainFolded() read into plain structs, with the same rule as
  * the listing: what pmqosd never sends (a key twice, more entries than any
  * machine has) is refused whole, so a hostile name owner cannot make the
  * caller leak or grow without bound. Unknown keys are skipped: a newer
@@ -180,6 +180,63 @@ static int cpu_item(sd_bus_message *m, void *entry) {
         return r;
 }
 
+/* An "au" of CPU numbers, at most EXPLAIN_CPUS_MAX. */
+static int read_cpu_list(sd_bus_message *m, uint32_t **ret, size_t *ret_n) {
+        const void *data = NULL;
+        size_t size = 0;
+        int r = sd_bus_message_enter_container(m, 'v', "au");
+        if (r >= 0)
+                r = sd_bus_message_read_array(m, 'u', &data, &size);
+        if (r >= 0 && (size / sizeof(uint32_t) > EXPLAIN_CPUS_MAX || *ret))
+                r = -EBADMSG;
+        if (r >= 0 && size > 0) {
+                if (!(*ret = malloc(size)))
+                        return -ENOMEM;
+                memcpy(*ret, data, size);
+                *ret_n = size / sizeof(uint32_t);
+        }
+        return r < 0 ? r : sd_bus_message_exit_container(m);
+}
+
+/* ---- groups of identical CPUs (ExplainFolded) ---- */
+
+static const char *const group_keys[] = { "cpus", "bound", "resume_latency", "foreign", "cstates" };
+
+static void group_done(void *entry) {
+        pmqos_cpu_group_info *g = entry;
+        for (size_t k = 0; k < g->n_cstates; k++)
+                cstate_done(&g->cstates[k]);
+        free(g->cstates);
+        free(g->resume_latency);
+        free(g->cpus);
+}
+
+static int group_field(sd_bus_message *m, unsigned key, void *userdata) {
+        pmqos_cpu_group_info *g = userdata;
+        switch (key) {
+        case 0:
+                return read_cpu_list(m, &g->cpus, &g->n_cpus);
+        case 1:
+                return sd_bus_message_read(m, "v", "i", &g->bound);
+        case 2:
+                return read_string(m, &g->resume_latency);
+        case 3:
+                return read_bool(m, &g->foreign);
+        default:
+                return read_array(m, sizeof(pmqos_cstate_info), EXPLAIN_CSTATES_MAX, cstate_item, cstate_done,
+                                  (void **) &g->cstates, &g->n_cstates);
+        }
+}
+
+static int group_item(sd_bus_message *m, void *entry) {
+        pmqos_cpu_group_info *g = entry;
+        g->bound = -1;
+        int r = read_dict(m, group_keys, 5, group_field, g);
+        if (r >= 0 && !g->resume_latency && !(g->resume_latency = strdup("")))
+                r = -ENOMEM;
+        return r;
+}
+
 /* ---- holders ---- */
 
 static const char *const holder_keys[] = { "pid", "uid", "exec" };
@@ -232,9 +289,6 @@ static void rule_done(void *entry) {
 
 static int rule_field(sd_bus_message *m, unsigned key, void *userdata) {
         pmqos_rule_info *rule = userdata;
-        const void *data;
-        size_t size;
-        int r;
         switch (key) {
         case 0:
                 return read_string(m, &rule->file);
@@ -243,18 +297,7 @@ static int rule_field(sd_bus_message *m, unsigned key, void *userdata) {
         case 2:
                 return sd_bus_message_read(m, "v", "i", &rule->latency);
         case 3:
-                r = sd_bus_message_enter_container(m, 'v', "au");
-                if (r >= 0)
-                        r = sd_bus_message_read_array(m, 'u', &data, &size);
-                if (r >= 0 && size / sizeof(uint32_t) > EXPLAIN_CPUS_MAX)
-                        r = -EBADMSG;
-                if (r >= 0 && size > 0) {
-                        if (!(rule->cpus = malloc(size)))
-                                return -ENOMEM;
-                        memcpy(rule->cpus, data, size);
-                        rule->n_cpus = size / sizeof(uint32_t);
-                }
-                return r < 0 ? r : sd_bus_message_exit_container(m);
+                return read_cpu_list(m, &rule->cpus, &rule->n_cpus);
         case 4:
                 return read_string(m, &rule->state);
         default:
@@ -287,7 +330,8 @@ static const char *const explanation_keys[] = { "effective",
                                                 "wakeup_effective",
                                                 "wakeup_kernel",
                                                 "external_holders_left_out",
-                                                "external_holders_unscanned" };
+                                                "external_holders_unscanned",
+                                                "cpu_groups" };
 
 static int binding_field(sd_bus_message *m, pmqos_explanation *e) {
         bool empty = false;
@@ -341,9 +385,12 @@ static int explanation_field(sd_bus_message *m, unsigned key, void *userdata) {
                 return sd_bus_message_read(m, "v", "i", &e->wakeup_kernel);
         case 13:
                 return sd_bus_message_read(m, "v", "u", &e->holders_left_out);
-        default:
+        case 14:
                 return read_array(m, sizeof(pmqos_unscanned_info), EXPLAIN_HOLDERS_MAX, unscanned_item, unscanned_done,
                                   (void **) &e->holders_unscanned, &e->n_holders_unscanned);
+        default:
+                return read_array(m, sizeof(pmqos_cpu_group_info), EXPLAIN_CPUS_MAX, group_item, group_done,
+                                  (void **) &e->cpu_groups, &e->n_cpu_groups);
         }
 }
 
@@ -362,11 +409,15 @@ _public_ pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e) {
         for (size_t i = 0; i < e->n_rules; i++)
                 rule_done(&e->rules[i]);
         free(e->rules);
+        for (size_t i = 0; i < e->n_cpu_groups; i++)
+                group_done(&e->cpu_groups[i]);
+        free(e->cpu_groups);
         free(e);
         return NULL;
 }
 
-_public_ int pmqos_explain(pmqos_client *c, pmqos_explanation **ret) {
+/* Explain() or ExplainFolded(): the same dictionary but for cpus / cpu_groups. */
+static int explain_call(pmqos_client *c, const char *member, pmqos_explanation **ret) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         if (ret)
                 *ret = NULL; /* on every failure */
@@ -376,7 +427,7 @@ _public_ int pmqos_explain(pmqos_client *c, pmqos_explanation **ret) {
         int r = client_dispatch(c);
         if (r < 0)
                 return r;
-        r = client_call(c, NATIVE_IFACE, "Explain", &reply, NULL, NULL);
+        r = client_call(c, NATIVE_IFACE, member, &reply, NULL, NULL);
         if (r < 0)
                 return r;
 
@@ -388,6 +439,10 @@ _public_ int pmqos_explain(pmqos_client *c, pmqos_explanation **ret) {
                       explanation_field, e);
         if (r >= 0 && !e->bound_by && !(e->bound_by = strdup("")))
                 r = -ENOMEM;
+        size_t grouped = 0; /* a machine's CPUs, however they are grouped */
+        for (size_t i = 0; r >= 0 && i < e->n_cpu_groups; i++)
+                if ((grouped += e->cpu_groups[i].n_cpus) > EXPLAIN_CPUS_MAX)
+                        r = -EBADMSG;
         if (r < 0) {
                 pmqos_explanation_free(e);
                 /* A wrong type (sd-bus says -ENXIO) is as malformed as a key twice. */
@@ -395,4 +450,12 @@ _public_ int pmqos_explain(pmqos_client *c, pmqos_explanation **ret) {
         }
         *ret = e;
         return 0;
+}
+
+_public_ int pmqos_explain(pmqos_client *c, pmqos_explanation **ret) {
+        return explain_call(c, "Explain", ret);
+}
+
+_public_ int pmqos_explain_folded(pmqos_client *c, pmqos_explanation **ret) {
+        return explain_call(c, "ExplainFolded", ret);
 }

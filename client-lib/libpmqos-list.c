@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* pmqos_list_requests(): ListRequests read into plain structs, refusing what
- * pmqosd never sends, so that a process holding the broker's name cannot
- * make the caller leak or grow without bound. */
+/* pmqos_list_requests(): ListRequestsPage, page after page (ListRequests
+ * from an older pmqosd), read into plain structs, refusing what pmqosd never
+ * sends, so that a process holding the broker's name cannot make the caller
+ * leak, loop or grow without bound. */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -159,41 +160,131 @@ _public_ int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size
         return client_list(c, ret, ret_n);
 }
 
-int client_list(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        pmqos_request_info *infos = NULL;
-        size_t n = 0, cap = 0;
-        int r;
-
-        r = client_call(c, NATIVE_IFACE, "ListRequests", &reply, NULL, NULL);
-        if (r < 0)
-                return r;
-
-        r = sd_bus_message_enter_container(reply, 'a', "a{sv}");
+/* The entries of an aa{sv} of requests appended to *infos (*n of them, room
+ * for *cap); the caller frees them, read or not. */
+static int read_entries(sd_bus_message *reply, pmqos_request_info **infos, size_t *n, size_t *cap) {
+        int r = sd_bus_message_enter_container(reply, 'a', "a{sv}");
         while (r >= 0) {
                 r = sd_bus_message_at_end(reply, false);
                 if (r != 0)
                         break;
-                if (n >= LIST_ENTRIES_MAX) {
-                        r = -E2BIG;
-                        break;
+                if (*n >= LIST_ENTRIES_MAX)
+                        return -E2BIG;
+                if (*n == *cap) {
+                        size_t more = *cap ? *cap * 2 : 16;
+                        pmqos_request_info *p = realloc(*infos, more * sizeof(pmqos_request_info));
+                        if (!p)
+                                return -ENOMEM;
+                        *infos = p;
+                        *cap = more;
                 }
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 16;
-                        pmqos_request_info *p = realloc(infos, cap * sizeof(pmqos_request_info));
-                        if (!p) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        infos = p;
+                (*infos)[*n] = (pmqos_request_info){};
+                r = client_read_request_info(reply, &(*infos)[(*n)++], NULL);
+        }
+        return r < 0 ? r : sd_bus_message_exit_container(reply);
+}
+
+/* The largest page ListRequestsPage gives. */
+#define LIST_PAGE_MAX 1024u
+
+typedef struct PageArgs {
+        uint32_t after, max;
+} PageArgs;
+
+static int append_page_args(sd_bus_message *m, const void *data) {
+        const PageArgs *a = data;
+        return sd_bus_message_append(m, "uu", a->after, a->max);
+}
+
+/* One ListRequestsPage call, its entries appended to *infos; *ret_next as
+ * the broker says, checked to move on (else a broken broker could keep a
+ * caller that pages on here forever). */
+static int list_page(pmqos_client *c, const PageArgs *a, pmqos_request_info **infos, size_t *n, size_t *cap,
+                     uint32_t *ret_next) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        size_t before = *n;
+        *ret_next = 0;
+        int r = client_call(c, NATIVE_IFACE, "ListRequestsPage", &reply, append_page_args, a);
+        if (r < 0)
+                return r;
+        r = read_entries(reply, infos, n, cap);
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "u", ret_next);
+        if (r >= 0 && *ret_next != 0 && (*n == before || *ret_next <= a->after || (*infos)[*n - 1].cookie != *ret_next))
+                r = -EBADMSG;
+        return r < 0 ? client_map_error(c, NULL, r) : 0;
+}
+
+/* Every request, a page at a time. A pmqosd without ListRequestsPage
+ * answers UnknownMethod (-EBADR): 0 with *ret_unknown set. */
+static int list_paged(pmqos_client *c, pmqos_request_info **infos, size_t *n, size_t *cap, bool *ret_unknown) {
+        PageArgs a = { .after = 0, .max = LIST_PAGE_MAX };
+        *ret_unknown = false;
+        for (;;) {
+                uint32_t next = 0;
+                int r = list_page(c, &a, infos, n, cap, &next);
+                if (r == -EBADR && a.after == 0) {
+                        *ret_unknown = true;
+                        return 0;
                 }
-                infos[n] = (pmqos_request_info){};
-                r = client_read_request_info(reply, &infos[n], NULL);
-                n++;
+                if (r < 0 || next == 0)
+                        return r;
+                a.after = next;
+        }
+}
+
+_public_ int pmqos_list_requests_page(pmqos_client *c, uint32_t after, uint32_t max, pmqos_request_info **ret,
+                                      size_t *ret_n, uint32_t *ret_next) {
+        pmqos_request_info *infos = NULL;
+        size_t n = 0, cap = 0;
+        if (ret)
+                *ret = NULL;
+        if (ret_n)
+                *ret_n = 0;
+        if (ret_next)
+                *ret_next = 0;
+        if (!c || !ret || !ret_n || !ret_next)
+                return -EINVAL;
+        CLIENT_SCOPE(c);
+        int r = client_dispatch(c);
+        if (r >= 0)
+                r = list_page(c, &(PageArgs){ .after = after, .max = max }, &infos, &n, &cap, ret_next);
+        if (r < 0) {
+                pmqos_request_info_free(infos, n);
+                *ret_next = 0;
+                return r;
+        }
+        *ret = infos;
+        *ret_n = n;
+        return 0;
+}
+
+/* Oldest first, as ListRequests lists them (pages come in cookie order). */
+static int by_creation(const void *pa, const void *pb) {
+        const pmqos_request_info *a = pa, *b = pb;
+        if (a->created_usec != b->created_usec)
+                return a->created_usec < b->created_usec ? -1 : 1;
+        return (a->cookie > b->cookie) - (a->cookie < b->cookie);
+}
+
+int client_list(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        pmqos_request_info *infos = NULL;
+        size_t n = 0, cap = 0;
+        bool unknown;
+        int r;
+
+        r = list_paged(c, &infos, &n, &cap, &unknown);
+        if (r >= 0 && !unknown && n > 1)
+                qsort(infos, n, sizeof(pmqos_request_info), by_creation);
+        if (r >= 0 && unknown) {
+                r = client_call(c, NATIVE_IFACE, "ListRequests", &reply, NULL, NULL);
+                if (r >= 0 && (r = read_entries(reply, &infos, &n, &cap)) < 0)
+                        r = client_map_error(c, NULL, r);
         }
         if (r < 0) {
                 pmqos_request_info_free(infos, n);
-                return client_map_error(c, NULL, r);
+                return r;
         }
         *ret = infos;
         *ret_n = n;

@@ -191,8 +191,10 @@ typedef struct pmqos_request_info {
         char *target;   /* for "process": "pid N (exec)"; for "cgroup": its path; else "" */
 } pmqos_request_info;
 
-/* All live requests of every client. Free with pmqos_request_info_free()
- * (*ret NULL and *ret_n 0 after a failure).
+/* All live requests of every client, oldest first, read a page at a time
+ * (ListRequestsPage; ListRequests from an older broker) so that no single
+ * reply holds them all. Free with pmqos_request_info_free() (*ret NULL and
+ * *ret_n 0 after a failure). Pages that do not move on: -EBADMSG.
  * A listing that is not one the broker sends (an entry without "cookie" or
  * with a key twice: -EBADMSG) or one too large to be real (more than 100,000
  * entries: -E2BIG; more than 8192 CPUs in an entry: -EBADMSG) is refused
@@ -200,6 +202,14 @@ typedef struct pmqos_request_info {
  * caller leak or grow without bound. */
 int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n);
 void pmqos_request_info_free(pmqos_request_info *infos, size_t n);
+/* One page of the listing: the requests whose cookie is greater than after,
+ * in ascending cookie order, at most max of them (0: 256; more than 1024 is
+ * taken as 1024); *ret_next: the cookie of the last one when more follow,
+ * else 0. after = 0, then after = *ret_next until it is 0, lists every
+ * request once. Free as pmqos_list_requests()'s. A pmqosd without
+ * ListRequestsPage answers UnknownMethod: -EBADR. Since LIBPMQOS_1.3. */
+int pmqos_list_requests_page(pmqos_client *c, uint32_t after, uint32_t max, pmqos_request_info **ret, size_t *ret_n,
+                             uint32_t *ret_next);
 
 /* ---- Explain(): what sets the bound, who else holds the device ---- */
 
@@ -220,6 +230,19 @@ typedef struct pmqos_cpu_info {
         pmqos_cstate_info *cstates;
         size_t n_cstates;
 } pmqos_cpu_info;
+
+/* CPUs that look the same (pmqos_explain_folded()): the same bound,
+ * resume_latency, foreign and C-states (name, latency, allowed, disabled, in
+ * order); usage and time are those of the group's CPUs summed. */
+typedef struct pmqos_cpu_group_info {
+        uint32_t *cpus; /* ascending */
+        size_t n_cpus;
+        int32_t bound;
+        char *resume_latency;
+        bool foreign;
+        pmqos_cstate_info *cstates;
+        size_t n_cstates;
+} pmqos_cpu_group_info;
 
 typedef struct pmqos_holder_info {
         uint32_t pid;
@@ -267,6 +290,10 @@ typedef struct pmqos_explanation {
         uint32_t holders_left_out;
         pmqos_unscanned_info *holders_unscanned;
         size_t n_holders_unscanned;
+        /* Added with LIBPMQOS_1.3: from pmqos_explain_folded(), each group
+         * of identical CPUs, by its lowest CPU (cpus is then NULL). */
+        pmqos_cpu_group_info *cpu_groups;
+        size_t n_cpu_groups;
 } pmqos_explanation;
 
 /* The broker's Explain(), computed when asked. Free with
@@ -274,6 +301,12 @@ typedef struct pmqos_explanation {
  * twice, more than 8192 CPUs, 64 C-states per CPU, 4096 holders or unscanned users, or 1024 rules) is
  * refused whole: -EBADMSG. */
 int pmqos_explain(pmqos_client *c, pmqos_explanation **ret);
+/* The broker's ExplainFolded(): the same, but cpu_groups for cpus — small
+ * on a machine of many CPUs (more than 8192 CPUs in all groups together is
+ * refused as -EBADMSG too). A pmqosd without it answers UnknownMethod:
+ * -EBADR (then pmqos_explain() gives the per-CPU figures). Since
+ * LIBPMQOS_1.3. */
+int pmqos_explain_folded(pmqos_client *c, pmqos_explanation **ret);
 pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e);
 
 /* ---- change notifications and event loops ---- */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* pmqosctl status: what Explain() says, for people — the bound and what sets
- * it, other holders, each group of identical CPUs with its C-states — or as
- * JSON; --watch redraws it and adds each state's residency over the interval
- * (the CLI polls; pmqosd never does). */
+/* pmqosctl status: what ExplainFolded() says, for people — the bound and what
+ * sets it, other holders, each group of identical CPUs with its C-states — or
+ * Explain() as JSON; --watch redraws it and adds each state's residency over
+ * the interval (the CLI polls; pmqosd never does). */
 
 #include <errno.h>
 #include <getopt.h>
@@ -190,22 +190,30 @@ static bool same_row(const pmqos_cpu_info *a, const pmqos_cpu_info *b) {
         return true;
 }
 
-/* "cpu0–3,6": the CPUs of one row, runs as ranges. */
-static void print_cpu_set(const pmqos_explanation *e, const bool *in_row) {
-        bool first = true;
+/* "cpu0–3,6": the CPUs of one row (ascending), runs as ranges. */
+static void print_cpu_numbers(const uint32_t *cpus, size_t n) {
         printf("cpu");
-        for (size_t i = 0; i < e->n_cpus; i++) {
-                if (!in_row[i])
-                        continue;
+        for (size_t i = 0; i < n; i++) {
                 size_t j = i;
-                while (j + 1 < e->n_cpus && in_row[j + 1] && e->cpus[j + 1].cpu == e->cpus[j].cpu + 1)
+                while (j + 1 < n && cpus[j + 1] == cpus[j] + 1)
                         j++;
-                printf("%s%" PRIu32, first ? "" : ",", e->cpus[i].cpu);
+                printf("%s%" PRIu32, i ? "," : "", cpus[i]);
                 if (j > i)
-                        printf("\u2013%" PRIu32, e->cpus[j].cpu);
-                first = false;
+                        printf("\u2013%" PRIu32, cpus[j]);
                 i = j;
         }
+}
+
+static void print_cpu_set(const pmqos_explanation *e, const bool *in_row) {
+        uint32_t *cpus = calloc(e->n_cpus + 1, sizeof(uint32_t));
+        size_t n = 0;
+        if (!cpus)
+                return;
+        for (size_t i = 0; i < e->n_cpus; i++)
+                if (in_row[i])
+                        cpus[n++] = e->cpus[i].cpu;
+        print_cpu_numbers(cpus, n);
+        free(cpus);
 }
 
 static const pmqos_cpu_info *find_cpu(const pmqos_explanation *e, uint32_t cpu) {
@@ -234,7 +242,68 @@ static double residency(const pmqos_explanation *e, const pmqos_explanation *pre
         return n && interval_usec > 0 ? 100.0 * sum / (n * interval_usec) : NAN;
 }
 
+/* A row's bound and C-states, those of cpu (its first); with prev, each
+ * state's share of the interval for the row's CPUs (in_row). */
+static void print_row(const pmqos_cpu_info *cpu, const pmqos_explanation *e, const pmqos_explanation *prev,
+                      const bool *in_row, double interval_usec) {
+        char bound[32];
+        format_usec(cpu->bound, bound, sizeof(bound));
+        printf(": bound %s", bound);
+        if (cpu->foreign) {
+                char *t = term_text(cpu->resume_latency);
+                printf(" (its pm_qos_resume_latency_us holds \"%s\", written by someone else)", t ?: "?");
+                free(t);
+        }
+        printf("%s\n", cpu->n_cstates ? "" : "; no cpuidle states");
+        /* The names' column as wide as the widest ("haltpoll idle"). */
+        int name_w = 10;
+        for (size_t k = 0; k < cpu->n_cstates; k++) {
+                char *name = term_text(cpu->cstates[k].name);
+                int w = text_columns(name ?: "?");
+                name_w = w > name_w ? w : name_w;
+                free(name);
+        }
+        for (size_t k = 0; k < cpu->n_cstates; k++) {
+                const pmqos_cstate_info *st = &cpu->cstates[k];
+                char *name = term_text(st->name);
+                printf("  %s%*s %6" PRIu32 " µs  %-*s", name ?: "?", name_w - text_columns(name ?: "?"), "",
+                       st->latency_usec, prev ? 8 : 0,
+                       st->disabled  ? "disabled"
+                       : st->allowed ? "allowed"
+                                     : "blocked");
+                free(name);
+                if (prev) {
+                        double share = residency(e, prev, in_row, k, interval_usec);
+                        if (isnan(share))
+                                printf("       -");
+                        else
+                                printf("  %5.1f %%", share);
+                }
+                printf("\n");
+        }
+}
+
+/* ExplainFolded()'s groups: the broker folded the rows already. */
+static void print_groups(const pmqos_explanation *e) {
+        for (size_t i = 0; i < e->n_cpu_groups; i++) {
+                const pmqos_cpu_group_info *g = &e->cpu_groups[i];
+                pmqos_cpu_info first = { .cpu = g->n_cpus ? g->cpus[0] : 0,
+                                         .bound = g->bound,
+                                         .resume_latency = g->resume_latency,
+                                         .foreign = g->foreign,
+                                         .cstates = g->cstates,
+                                         .n_cstates = g->n_cstates };
+                printf("\n");
+                print_cpu_numbers(g->cpus, g->n_cpus);
+                print_row(&first, e, NULL, NULL, 0);
+        }
+}
+
 static void print_cpus(const pmqos_explanation *e, const pmqos_explanation *prev, double interval_usec) {
+        if (e->cpu_groups) {
+                print_groups(e);
+                return;
+        }
         bool *done = calloc(e->n_cpus + 1, sizeof(bool)), *in_row = calloc(e->n_cpus + 1, sizeof(bool));
         if (!done || !in_row) {
                 free(done);
@@ -247,44 +316,9 @@ static void print_cpus(const pmqos_explanation *e, const pmqos_explanation *prev
                 for (size_t j = i; j < e->n_cpus; j++)
                         done[j] |= in_row[j] = !done[j] && same_row(&e->cpus[i], &e->cpus[j]);
                 in_row[i] = done[i] = true;
-                const pmqos_cpu_info *cpu = &e->cpus[i];
-                char bound[32];
-                format_usec(cpu->bound, bound, sizeof(bound));
                 printf("\n");
                 print_cpu_set(e, in_row);
-                printf(": bound %s", bound);
-                if (cpu->foreign) {
-                        char *t = term_text(cpu->resume_latency);
-                        printf(" (its pm_qos_resume_latency_us holds \"%s\", written by someone else)", t ?: "?");
-                        free(t);
-                }
-                printf("%s\n", cpu->n_cstates ? "" : "; no cpuidle states");
-                /* The names' column as wide as the widest ("haltpoll idle"). */
-                int name_w = 10;
-                for (size_t k = 0; k < cpu->n_cstates; k++) {
-                        char *name = term_text(cpu->cstates[k].name);
-                        int w = text_columns(name ?: "?");
-                        name_w = w > name_w ? w : name_w;
-                        free(name);
-                }
-                for (size_t k = 0; k < cpu->n_cstates; k++) {
-                        const pmqos_cstate_info *st = &cpu->cstates[k];
-                        char *name = term_text(st->name);
-                        printf("  %s%*s %6" PRIu32 " µs  %-*s", name ?: "?", name_w - text_columns(name ?: "?"), "",
-                               st->latency_usec, prev ? 8 : 0,
-                               st->disabled  ? "disabled"
-                               : st->allowed ? "allowed"
-                                             : "blocked");
-                        free(name);
-                        if (prev) {
-                                double share = residency(e, prev, in_row, k, interval_usec);
-                                if (isnan(share))
-                                        printf("       -");
-                                else
-                                        printf("  %5.1f %%", share);
-                        }
-                        printf("\n");
-                }
+                print_row(&e->cpus[i], e, prev, in_row, interval_usec);
                 memset(in_row, 0, (e->n_cpus + 1) * sizeof(bool));
         }
         free(done);
@@ -311,8 +345,13 @@ static void print_status(const pmqos_explanation *e, uint32_t count, const pmqos
         print_cpus(e, prev, interval_usec);
 }
 
-static int explain(pmqos_client *client, pmqos_explanation **ret, uint32_t *ret_count) {
-        int r = pmqos_explain(client, ret);
+/* folded: ExplainFolded(), small on many CPUs; Explain() from a pmqosd
+ * without it (UnknownMethod), and for --json and --watch (the per-CPU
+ * figures: the contract's dictionary, each CPU's residency). */
+static int explain(pmqos_client *client, bool folded, pmqos_explanation **ret, uint32_t *ret_count) {
+        int r = folded ? pmqos_explain_folded(client, ret) : -EBADR;
+        if (r == -EBADR)
+                r = pmqos_explain(client, ret);
         if (r >= 0 && (r = pmqos_get_request_count(client, ret_count)) < 0)
                 *ret = pmqos_explanation_free(*ret);
         return r < 0 ? broker_error(client, "cannot read the broker's explanation", r) : 0;
@@ -337,7 +376,7 @@ static int watch(pmqos_client *client, double seconds) {
         for (;;) {
                 pmqos_explanation *e = NULL;
                 uint32_t count = 0;
-                int r = explain(client, &e, &count);
+                int r = explain(client, false, &e, &count);
                 if (r) {
                         pmqos_explanation_free(prev);
                         return r;
@@ -423,7 +462,7 @@ int verb_status(int argc, char *argv[]) {
         }
         pmqos_explanation *e = NULL;
         uint32_t count = 0;
-        r = explain(client, &e, &count);
+        r = explain(client, !json, &e, &count);
         if (r == 0) {
                 if (json)
                         print_json(e);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/store-page.h"
 #include "util/hashmap.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -60,10 +61,16 @@ static uint64_t now_usec(void) {
         return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
 }
 
-static uint64_t requests_estimate(const Core *core) {
+/* What a listing of at most limit requests costs (a page cannot hold more
+ * than STORE_PAGE_MAX, whatever the store holds). */
+static uint64_t requests_estimate(const Core *core, size_t limit) {
         uint64_t n = 512;
-        STORE_FOREACH(req, &core->store)
-        n += 512 + strlen(request_exec(req)) + strlen(request_reason(req)) + 4 * req->n_cpus;
+        size_t k = 0;
+        STORE_FOREACH(req, &core->store) {
+                if (k++ == limit)
+                        break;
+                n += 512 + strlen(request_exec(req)) + strlen(request_reason(req)) + 4 * req->n_cpus;
+        }
         return n;
 }
 
@@ -76,8 +83,14 @@ uint64_t budget_estimate(const Core *core, const char *interface, const char *me
                 return strcmp(member, "GetAll") == 0 ? 2048 : 512;
         if (strcmp(member, "Explain") == 0)
                 return 4096 + 1024 * (uint64_t) core->cpus.n_fds;
+        /* Identical CPUs fold into one group: small on the largest machine. */
+        if (strcmp(member, "ExplainFolded") == 0)
+                return 4096 + 64 * (uint64_t) core->cpus.n_fds;
         if (strcmp(member, "ListRequests") == 0 || strcmp(member, "GetLatencyRequests") == 0)
-                return requests_estimate(core);
+                return requests_estimate(core, SIZE_MAX);
+        /* The arguments are not read here: priced as the largest page. */
+        if (strcmp(member, "ListRequestsPage") == 0)
+                return requests_estimate(core, STORE_PAGE_MAX);
         return 512;
 }
 

@@ -11,6 +11,7 @@
 #include "bus/bus.h"
 #include "bus/request-entry.h"
 #include "bus/request-options.h"
+#include "model/store-page.h"
 #include "model/validate.h"
 #include "sys/cpu-sink.h"
 
@@ -134,7 +135,19 @@ static int method_explain(sd_bus_message *message, void *userdata, sd_bus_error 
         int r = call_know_caller(&m->calls, message, &c, error);
         if (r <= 0)
                 return r < 0 ? r : 1; /* 0: the bus tells who it is, and this runs again */
-        return explainer_queue(&m->explainer, message, c->uid, error);
+        return explainer_queue(&m->explainer, message, c->uid, false, error);
+}
+
+/* ExplainFolded(): the same round, with identical CPUs in one entry. */
+static int method_explain_folded(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        CALL_SCOPE(m, message);
+        Client *c;
+
+        int r = call_know_caller(&m->calls, message, &c, error);
+        if (r <= 0)
+                return r < 0 ? r : 1; /* 0: the bus tells who it is, and this runs again */
+        return explainer_queue(&m->explainer, message, c->uid, true, error);
 }
 
 static int method_list_requests(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -158,6 +171,33 @@ static int method_list_requests(sd_bus_message *message, void *userdata, sd_bus_
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);
+}
+
+/* ListRequestsPage(after, max): the next page of ListRequests() in cookie
+ * order, so that no reply has to hold the whole store. */
+static int method_list_requests_page(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const Request *page[STORE_PAGE_MAX];
+        uint32_t after, max, next;
+        size_t n;
+        int r;
+
+        (void) error;
+        r = sd_bus_message_read(message, "uu", &after, &max);
+        if (r < 0)
+                return r;
+        store_page(&m->core.store, after, store_page_size(max), page, &n, &next);
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "a{sv}");
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = bus_append_request(reply, page[i]);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "u", next);
+        return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
 }
 
 static int property_get_effective(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -260,6 +300,11 @@ const sd_bus_vtable bus_native_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("ListRequests", SD_BUS_NO_ARGS, SD_BUS_RESULT("aa{sv}", requests), method_list_requests,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Explain", SD_BUS_NO_ARGS, SD_BUS_RESULT("a{sv}", explanation), method_explain,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ExplainFolded", SD_BUS_NO_ARGS, SD_BUS_RESULT("a{sv}", explanation),
+                                method_explain_folded, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListRequestsPage", SD_BUS_ARGS("u", after, "u", max),
+                                SD_BUS_RESULT("aa{sv}", requests, "u", next), method_list_requests_page,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_PROPERTY("EffectiveLatency", "i", property_get_effective, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("KernelLatency", "i", property_get_kernel, 0, 0),

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Explain(): a round asks the helper for a holder scan (or, without one,
- * runs on the next loop iteration), then builds one answer from the core,
- * the device and sysfs, and sends it to every call of the round. */
+/* Explain() and ExplainFolded(): a round asks the helper for a holder scan
+ * (or, without one, runs on the next loop iteration), then builds one answer
+ * of each kind asked from the core, the device and sysfs, and sends it to
+ * every call of the round. */
 
 #include "bus/explain.h"
 
@@ -16,13 +17,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bus/explain-cpus.h"
 #include "bus/request-entry.h"
 #include "dbus/contract.h"
 #include "sys/cpu-tables.h"
-#include "sys/cpuidle.h"
 #include "util/log.h"
 #include "util/macro.h"
-#include "util/text.h"
 
 /* ---- the answer ---- */
 
@@ -32,21 +32,6 @@ static int append_i(sd_bus_message *reply, const char *key, int32_t v) {
 
 static int append_b(sd_bus_message *reply, const char *key, bool v) {
         return sd_bus_message_append(reply, "{sv}", key, "b", (int) v);
-}
-
-/* Opens "{sv}" with key and a variant of signature inside; close with close_entry(). */
-static int open_entry(sd_bus_message *reply, const char *key, const char *signature) {
-        int r = sd_bus_message_open_container(reply, 'e', "sv");
-        if (r >= 0)
-                r = sd_bus_message_append(reply, "s", key);
-        if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'v', signature);
-        return r;
-}
-
-static int close_entry(sd_bus_message *reply) {
-        int r = sd_bus_message_close_container(reply);
-        return r < 0 ? r : sd_bus_message_close_container(reply);
 }
 
 /* The strictest global cpu_dma request, the oldest of equals: what sets the bound. */
@@ -84,7 +69,7 @@ static const char *bound_by(const Core *c, int32_t kernel, const Request **ret_b
 
 /* The uids whose processes the scan's bound kept it from looking at. */
 static int append_unscanned(sd_bus_message *reply, const HolderScan *scan) {
-        int r = open_entry(reply, "external_holders_unscanned", "aa{sv}");
+        int r = explain_open_entry(reply, "external_holders_unscanned", "aa{sv}");
         if (r >= 0)
                 r = sd_bus_message_open_container(reply, 'a', "a{sv}");
         for (uint32_t i = 0; r >= 0 && scan && i < scan->n_unscanned; i++)
@@ -92,11 +77,11 @@ static int append_unscanned(sd_bus_message *reply, const HolderScan *scan) {
                                           scan->unscanned[i].processes);
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
-        return r < 0 ? r : close_entry(reply);
+        return r < 0 ? r : explain_close_entry(reply);
 }
 
 static int append_holders(sd_bus_message *reply, const HolderScan *scan) {
-        int r = open_entry(reply, "external_holders", "aa{sv}");
+        int r = explain_open_entry(reply, "external_holders", "aa{sv}");
         if (r >= 0)
                 r = sd_bus_message_open_container(reply, 'a', "a{sv}");
         for (uint32_t i = 0; r >= 0 && scan && i < scan->n; i++) {
@@ -115,7 +100,7 @@ static int append_holders(sd_bus_message *reply, const HolderScan *scan) {
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         if (r >= 0)
-                r = close_entry(reply);
+                r = explain_close_entry(reply);
         if (r >= 0)
                 r = append_b(reply, "external_holders_complete", scan && scan->complete);
         if (r >= 0)
@@ -123,69 +108,19 @@ static int append_holders(sd_bus_message *reply, const HolderScan *scan) {
         return r < 0 ? r : append_unscanned(reply, scan);
 }
 
-static int append_cstates(sd_bus_message *reply, const CpuIdle *idle, int32_t bound) {
-        int r = open_entry(reply, "cstates", "aa{sv}");
-        if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'a', "a{sv}");
-        for (unsigned k = 0; r >= 0 && k < idle->n; k++) {
-                const CpuIdleState *st = &idle->states[k];
-                r = sd_bus_message_append(reply, "a{sv}", 6, "name", "s", st->name, "latency", "u", st->latency,
-                                          "allowed", "b", (int) (bound < 0 || (int64_t) st->latency <= bound),
-                                          "disabled", "b", (int) st->disabled, "usage", "t", st->usage, "time", "t",
-                                          st->time);
-        }
-        if (r >= 0)
-                r = sd_bus_message_close_container(reply);
-        return r < 0 ? r : close_entry(reply);
-}
-
-/* The bound a CPU lives under: the kernel's global value and its own file's, the lower. */
-static int32_t cpu_bound(int32_t kernel, const CpuFileView *view) {
-        int32_t g = kernel >= 0 && kernel < PMQOS_LATENCY_MAX_US ? kernel : PMQOS_LATENCY_NONE;
-        int32_t own = view->bound >= 0 ? view->bound : PMQOS_LATENCY_NONE;
-        if (g < 0)
-                return own;
-        return own >= 0 && own < g ? own : g;
-}
-
-static int append_cpu(sd_bus_message *reply, const Core *c, int32_t kernel, uint32_t cpu, const CpuTable *table) {
-        CpuFileView view;
-        cpu_sink_view_text(&c->cpus, cpu, table->text, &view);
-        int32_t bound = cpu_bound(kernel, &view);
-        char *text = text_clean(view.text, strlen(view.text), sizeof(view.text));
-        if (!text)
-                return -ENOMEM;
-        int r = sd_bus_message_open_container(reply, 'a', "{sv}");
-        if (r >= 0)
-                r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}", "cpu", "u", cpu, "bound", "i", bound,
-                                          "resume_latency", "s", text, "foreign", "b", (int) view.foreign);
-        if (r >= 0)
-                r = append_cstates(reply, &table->idle, bound);
-        if (r >= 0)
-                r = sd_bus_message_close_container(reply);
-        free(text);
-        return r;
-}
-
 /* From the cached tables (sys/cpu-tables.h): swept at most so often. */
-static int append_cpus(Explainer *e, sd_bus_message *reply, int32_t kernel) {
+static int append_cpus(Explainer *e, sd_bus_message *reply, int32_t kernel, bool folded) {
         const CpuTable *tables;
         uint32_t n;
         int r = cpu_tables_get(&e->tables, &e->core->cpus, &tables, &n);
-        if (r >= 0)
-                r = open_entry(reply, "cpus", "aa{sv}");
-        if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'a', "a{sv}");
-        for (uint32_t cpu = 0; r >= 0 && cpu < n; cpu++)
-                if (tables[cpu].present)
-                        r = append_cpu(reply, e->core, kernel, cpu, &tables[cpu]);
-        if (r >= 0)
-                r = sd_bus_message_close_container(reply);
-        return r < 0 ? r : close_entry(reply);
+        if (r < 0)
+                return r;
+        return folded ? explain_append_cpu_groups(reply, e->core, kernel, tables, n)
+                      : explain_append_cpus(reply, e->core, kernel, tables, n);
 }
 
 static int append_rules(sd_bus_message *reply, const UnitRules *u) {
-        int r = open_entry(reply, "rules", "aa{sv}");
+        int r = explain_open_entry(reply, "rules", "aa{sv}");
         if (r >= 0)
                 r = sd_bus_message_open_container(reply, 'a', "a{sv}");
         for (size_t i = 0; r >= 0 && i < u->n_watches; i++) {
@@ -199,22 +134,22 @@ static int append_rules(sd_bus_message *reply, const UnitRules *u) {
                                                   rule->unit, "latency", "i", rule->latency, "state", "s", state,
                                                   "holds", "b", (int) holds);
                 if (r >= 0)
-                        r = open_entry(reply, "cpus", "au");
+                        r = explain_open_entry(reply, "cpus", "au");
                 if (r >= 0)
                         r = sd_bus_message_append_array(reply, 'u', rule->cpus, rule->n_cpus * sizeof(uint32_t));
                 if (r >= 0)
-                        r = close_entry(reply);
+                        r = explain_close_entry(reply);
                 if (r >= 0)
                         r = sd_bus_message_close_container(reply);
         }
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         if (r >= 0)
-                r = close_entry(reply);
+                r = explain_close_entry(reply);
         return r < 0 ? r : append_b(reply, "rules_followed", unit_rules_followed(u));
 }
 
-static int append_explanation(Explainer *e, sd_bus_message *reply, const HolderScan *scan) {
+static int append_explanation(Explainer *e, sd_bus_message *reply, const HolderScan *scan, bool folded) {
         Core *c = e->core;
         int32_t kernel;
         if (sink_read(&c->sink, &kernel) < 0)
@@ -239,7 +174,7 @@ static int append_explanation(Explainer *e, sd_bus_message *reply, const HolderS
         if (r >= 0)
                 r = sd_bus_message_append(reply, "{sv}", "bound_by", "s", by);
         if (r >= 0)
-                r = open_entry(reply, "binding", "a{sv}");
+                r = explain_open_entry(reply, "binding", "a{sv}");
         if (r >= 0) {
                 if (binding)
                         r = bus_append_request(reply, binding);
@@ -247,11 +182,11 @@ static int append_explanation(Explainer *e, sd_bus_message *reply, const HolderS
                         r = sd_bus_message_close_container(reply);
         }
         if (r >= 0)
-                r = close_entry(reply);
+                r = explain_close_entry(reply);
         if (r >= 0)
                 r = append_holders(reply, scan);
         if (r >= 0)
-                r = append_cpus(e, reply, kernel);
+                r = append_cpus(e, reply, kernel, folded);
         if (r >= 0)
                 r = append_b(reply, "kernel_ignores_writes", kernel_ignores_writes(&c->sink, kernel));
         if (r >= 0)
@@ -264,27 +199,29 @@ static int append_explanation(Explainer *e, sd_bus_message *reply, const HolderS
 /* ---- rounds ---- */
 
 static void answer_round(Explainer *e, const HolderScan *scan) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *first = NULL;
+        /* The first answer of each kind (per CPU, folded) is built; the others are copies of it. */
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *per_cpu = NULL, *folded_one = NULL;
         int r = 0;
 
         for (size_t i = 0; i < e->n_round; i++) {
                 _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
                 sd_bus_message *call = e->round[i].message;
+                bool folded = e->round[i].folded;
+                sd_bus_message **first = folded ? &folded_one : &per_cpu;
                 r = sd_bus_message_new_method_return(call, &reply);
                 if (r >= 0) {
-                        /* The first answer is built; the others are copies of it. */
-                        if (!first)
-                                r = append_explanation(e, reply, scan);
-                        else if ((r = sd_bus_message_rewind(first, true)) >= 0)
-                                r = sd_bus_message_copy(reply, first, true);
+                        if (!*first)
+                                r = append_explanation(e, reply, scan, folded);
+                        else if ((r = sd_bus_message_rewind(*first, true)) >= 0)
+                                r = sd_bus_message_copy(reply, *first, true);
                 }
                 if (r >= 0)
                         r = sd_bus_send(NULL, reply, NULL);
                 if (r < 0)
                         (void) sd_bus_reply_method_errorf(call, PMQOS_ERROR_FAILED, "Cannot build the explanation: %s.",
                                                           strerror(-r));
-                else if (!first)
-                        first = sd_bus_message_ref(reply);
+                else if (!*first)
+                        *first = sd_bus_message_ref(reply);
                 sd_bus_message_unref(call);
         }
         e->n_round = 0;
@@ -414,7 +351,7 @@ static size_t waiting_of(const Explainer *e, uid_t uid) {
         return n;
 }
 
-int explainer_queue(Explainer *e, sd_bus_message *message, uid_t uid, sd_bus_error *error) {
+int explainer_queue(Explainer *e, sd_bus_message *message, uid_t uid, bool folded, sd_bus_error *error) {
         if (uid != 0 && waiting_of(e, uid) >= EXPLAIN_WAITING_PER_UID)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
                                          "User %u already has %u Explain() calls waiting; wait for their answers.",
@@ -424,7 +361,7 @@ int explainer_queue(Explainer *e, sd_bus_message *message, uid_t uid, sd_bus_err
                                          "%u Explain() calls are waiting already; try again shortly.",
                                          EXPLAIN_WAITING_MAX);
 
-        WaitingExplain w = { .message = sd_bus_message_ref(message), .uid = uid };
+        WaitingExplain w = { .message = sd_bus_message_ref(message), .uid = uid, .folded = folded };
         if (e->in_round)
                 e->next[e->n_next++] = w;
         else {

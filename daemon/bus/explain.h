@@ -25,6 +25,7 @@
 typedef struct WaitingExplain {
         sd_bus_message *message;
         uid_t uid;
+        bool folded; /* ExplainFolded(): cpu_groups instead of cpus */
 } WaitingExplain;
 
 typedef struct Explainer {
@@ -48,6 +49,7 @@ int explainer_init(Explainer *e, sd_event *event, Core *core, const UnitRules *r
 /* Drops the calls still waiting, unanswered, and ends the helper. */
 void explainer_done(Explainer *e);
 
-/* An Explain() call of uid, answered by the next round: 1, or an error
- * when uid (root is not counted) or everyone has too many waiting. */
-int explainer_queue(Explainer *e, sd_bus_message *message, uid_t uid, sd_bus_error *error);
+/* An Explain() call of uid (ExplainFolded() if folded), answered by the
+ * next round: 1, or an error when uid (root is not counted) or everyone has
+ * too many waiting. Both kinds share the round and its holder scan. */
+int explainer_queue(Explainer *e, sd_bus_message *message, uid_t uid, bool folded, sd_bus_error *error);

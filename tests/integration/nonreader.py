@@ -2,10 +2,10 @@
 """A raw bus client that never reads its socket, for the adversary suite.
 Run as any uid (setpriv). It opens --connections connections (EXTERNAL auth,
 Hello), then sends method calls to pmqosd on them in turn, --rate per second
-in all, cycling through --methods (Introspect, Explain, GetAll, ListRequests,
-GetLatencyRequests, Ping), and never reads a byte after BEGIN, so every reply
-stays queued in the bus for it. Prints one JSON line a second with how many
-calls it sent; ends when stdin closes."""
+in all, cycling through --methods (Introspect, Explain, ExplainFolded, GetAll,
+ListRequests, ListRequestsPage, GetLatencyRequests, Ping), and never reads a
+byte after BEGIN, so every reply stays queued in the bus for it. Prints one
+JSON line a second with how many calls it sent; ends when stdin closes."""
 
 import argparse
 import json
@@ -27,6 +27,8 @@ CALLS = {
     "Explain": (PATH, "org.freedesktop.PMQoS", "Explain", None),
     "GetAll": (PATH, "org.freedesktop.DBus.Properties", "GetAll", ("(s)", ("org.freedesktop.PMQoS",))),
     "ListRequests": (PATH, "org.freedesktop.PMQoS", "ListRequests", None),
+    "ListRequestsPage": (PATH, "org.freedesktop.PMQoS", "ListRequestsPage", ("(uu)", (0, 0))),
+    "ExplainFolded": (PATH, "org.freedesktop.PMQoS", "ExplainFolded", None),
     "GetLatencyRequests": (PATH, "org.freedesktop.UPower.QoS", "GetLatencyRequests", None),
     "Ping": (PATH, "org.freedesktop.DBus.Peer", "Ping", None),
 }

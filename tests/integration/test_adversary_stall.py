@@ -117,7 +117,8 @@ class TestNonReader(StallTestCase):
         an unprivileged caller can reach, sd-bus's built-ins included."""
         attacker = self.nonreader(
             connections=64, rate=3000,
-            methods="Introspect,Explain,Introspect,Explain,GetAll,ListRequests,GetLatencyRequests,Ping")
+            methods="Introspect,Explain,Introspect,Explain,GetAll,ListRequests,GetLatencyRequests,Ping,"
+                    "ExplainFolded,ListRequestsPage")
         self.assertAnsweredThroughout(self.honest_latencies(45, attacker))
 
     def test_reader_of_same_user_served_after(self):
@@ -199,6 +200,29 @@ class TestReaders(StallTestCase):
         t = time.monotonic()
         self.assertEqual(other.call("GetLatency", "s", "cpu_dma")[0], "ok")
         self.assertLess(time.monotonic() - t, HONEST_BOUND)
+
+    def test_a_page_costs_a_page(self):
+        """With 3000 requests a ListRequests answer is ~1.8 MB, some 450 of
+        the 500 calls a second a user may make: a second one at once is
+        refused. A ListRequestsPage answer is priced as the largest page
+        (1024 requests), whatever the store holds: three go at once."""
+        path = os.path.join(self.bus.dir, "no-unread-bound.conf")
+        with open(path, "w") as f:  # only the calls per second decide here
+            f.write("[pmqosd]\nMaxUnreadBytesPerConnection=1073741824\nMaxUnreadBytesPerUser=1073741824\n")
+        self.start_daemon(("--config", path))
+        root = self.client()
+        for k in range(3000):
+            root.call("Request", "sia{sv}", "cpu_dma", 1000 + k, {}, iface=NATIVE_IFACE)
+        lister, pager = self.peer(uid=NOBODY), self.peer(uid=HONEST_UID)
+        for p in (lister, pager):  # pmqosd knows whose they are (before, a few calls go on credit)
+            self.assertEqual(p.call("GetLatency", "s", "cpu_dma")[0], "ok")
+        time.sleep(1)  # and their buckets are full again
+        lists = lister.burst(4, "ListRequests", None, iface=NATIVE_IFACE)
+        pages = pager.burst(4, "ListRequestsPage", "uu", 0, 0, iface=NATIVE_IFACE)
+        outcome = lambda answers: [a[0] if a[0] == "ok" else a[1] for a in answers]  # noqa: E731
+        self.assertEqual(outcome(lists), ["ok", LIMITS, LIMITS, LIMITS])
+        self.assertEqual(outcome(pages), ["ok", "ok", "ok", LIMITS])
+        self.assertEqual(len(pages[0][1][0]), 256)
 
 
 if __name__ == "__main__":

@@ -67,6 +67,43 @@ class TestClient(BindingTestCase):
                 self.assertEqual((got["bound_by"], got["binding"]["cookie"]), ("request", cookie))
             self.assertEqual(len(got["cpus"]), os.cpu_count())
 
+    def test_explain_folded_equals_the_broker(self):
+        self.start_daemon()
+        with pmqos.Client() as c:
+            got = c.explain_folded()
+            bus = self.client().call("ExplainFolded", None, iface=NATIVE_IFACE)[0]
+            counters = [(a.pop(k), b.pop(k)) for cg, cb in zip(got["cpu_groups"], bus["cpu_groups"])
+                        for a, b in zip(cg["cstates"], cb["cstates"]) for k in ("usage", "time")]
+            self.assertEqual(got, bus)
+            self.assertTrue(all(a <= b for a, b in counters), counters)
+            self.assertNotIn("cpus", got)
+            self.assertEqual(sorted(n for g in got["cpu_groups"] for n in g["cpus"]),
+                             sorted(x["cpu"] for x in c.explain()["cpus"]))
+
+    def test_list_requests_page(self):
+        self.start_daemon()
+        with pmqos.Client() as c:
+            cookies = [c.request(100 + k) for k in range(300)]
+            listed, after, pages = [], 0, 0
+            while True:
+                page, nxt = c.list_requests_page(after=after, max=64)
+                self.assertLessEqual(len(page), 64)
+                listed += page
+                pages += 1
+                if nxt == 0:
+                    break
+                self.assertEqual(nxt, page[-1]["cookie"])
+                after = nxt
+            self.assertEqual([r["cookie"] for r in listed], sorted(cookies))  # each once, ascending
+            self.assertEqual(pages, 5)
+            bus = {r["cookie"]: r for r in self.client().call("ListRequests", None, iface=NATIVE_IFACE)[0]}
+            self.assertEqual({r["cookie"]: r for r in listed}, bus)  # the same dictionaries
+            self.assertEqual(len(c.list_requests_page()[0]), 256)  # max 0: 256
+            self.assertEqual(c.list_requests_page(after=max(cookies)), ([], 0))
+            for bad in ({"after": -1}, {"max": 2 ** 32}, {"after": "1"}, {"max": True}):
+                with self.assertRaises(pmqos.InvalidArgument):
+                    c.list_requests_page(**bad)
+
     def test_explain_holders_left_out_equal_the_broker(self):
         """The keys saying what the holder report left out, non-zero, read
         through the C struct's later fields as the bus sends them."""

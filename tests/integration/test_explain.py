@@ -146,6 +146,12 @@ def online_cpus(root="/sys"):
     return cpus
 
 
+def fold_key(cpu):
+    """What two CPUs share when ExplainFolded() puts them in one group."""
+    return (cpu["bound"], cpu["resume_latency"], cpu["foreign"],
+            tuple((s["name"], s["latency"], s["allowed"], s["disabled"]) for s in cpu["cstates"]))
+
+
 def helper_pid(daemon_pid):
     """pmqosd's holder scan helper: its child named pmqosd-holders."""
     for entry in os.listdir("/proc"):
@@ -162,6 +168,35 @@ def helper_pid(daemon_pid):
 class ExplainTestCase(BrokerTestCase):
     def explain(self, c=None):
         return (c or self.client()).call("Explain", None, iface=NATIVE_IFACE)[0]
+
+    def explain_folded(self, c=None):
+        return (c or self.client()).call("ExplainFolded", None, iface=NATIVE_IFACE)[0]
+
+    def reply_size(self, c, method):
+        """The bytes of method's reply body as sent (its serialized GVariant)."""
+        return c.conn.call_sync(BUS_NAME, PATH, NATIVE_IFACE, method, None, None, 0, 60000, None).get_size()
+
+    def assert_folds_like_explain(self, folded, explained):
+        """folded's groups are explained's CPUs partitioned by identity, each
+        group's figures its CPUs' (usage and time summed); the other keys as
+        Explain's (but the scan's holders, found anew)."""
+        self.assertEqual(set(folded) - {"cpu_groups"}, set(explained) - {"cpus"})
+        for key in ("effective", "kernel", "floor", "bound_by", "binding", "rules"):
+            self.assertEqual(folded[key], explained[key], key)
+        by_cpu = {c["cpu"]: c for c in explained["cpus"]}
+        listed = [n for g in folded["cpu_groups"] for n in g["cpus"]]
+        self.assertEqual(sorted(listed), sorted(by_cpu))  # each CPU in exactly one group
+        self.assertEqual(len(listed), len(set(listed)))
+        keys = set()
+        for g in folded["cpu_groups"]:
+            self.assertEqual(g["cpus"], sorted(g["cpus"]))
+            self.assertEqual(set(g), {"cpus", "bound", "resume_latency", "foreign", "cstates"})
+            key = fold_key(g)
+            self.assertNotIn(key, keys, "two groups of identical CPUs")
+            keys.add(key)
+            for n in g["cpus"]:
+                self.assertEqual(fold_key(by_cpu[n]), key, "CPU %d in a group it differs from" % n)
+        return {n: g for g in folded["cpu_groups"] for n in g["cpus"]}
 
     def request(self, c, value, **options):
         o = {k: (GLib.Variant("au", v) if k == "cpus" else GLib.Variant("s", v)) for k, v in options.items()}
@@ -391,6 +426,30 @@ class TestFakeSysfs(ExplainTestCase):
         self.assertEqual([(s["name"], s["latency"], s["allowed"]) for s in cpus[2]["cstates"]],
                          [("POLL", 0, True), ("C1", 1, True), ("C6", 85, False)])
 
+    def test_folded_groups_identical_cpus(self):
+        c = self.client()
+        e = self.explain_folded(c)
+        self.assertNotIn("cpus", e)
+        groups = e["cpu_groups"]
+        self.assertEqual([g["cpus"] for g in groups], [[0, 1], [2]])  # one model, another; cpu3 offline
+        self.assert_folds_like_explain(e, self.explain(c))
+        big = groups[0]
+        self.assertEqual([(s["name"], s["usage"], s["time"]) for s in big["cstates"]],
+                         [(n, 2 * u, 2 * t) for n, _, _, u, t in FAKE_MODELS["big"]])  # summed
+        self.assertEqual((groups[1]["bound"], groups[1]["resume_latency"], groups[1]["foreign"]), (40, "40", True))
+        # A per-CPU request on cpu1 sets it apart from cpu0; its end folds them again.
+        cookie = self.request(c, 5, cpus=[1])
+        e = self.explain_folded(c)
+        self.assertEqual([g["cpus"] for g in e["cpu_groups"]], [[0], [1], [2]])
+        cpu1 = e["cpu_groups"][1]
+        self.assertEqual((cpu1["bound"], cpu1["resume_latency"]), (5, "5"))
+        self.assertEqual([s["allowed"] for s in cpu1["cstates"]], [True, True, False, False])
+        self.assertEqual([(s["usage"], s["time"]) for s in cpu1["cstates"]],
+                         [(u, t) for _, _, _, u, t in FAKE_MODELS["big"]])
+        self.assert_folds_like_explain(e, self.explain(c))
+        c.call("Cancel", "u", cookie, iface=NATIVE_IFACE)
+        self.assertEqual([g["cpus"] for g in self.explain_folded(c)["cpu_groups"]], [[0, 1], [2]])
+
     def test_changed_behind_our_back_and_residency(self):
         c = self.client()
         self.request(c, 5, cpus=[1])
@@ -509,6 +568,33 @@ class TestLargeMachine(ExplainTestCase):
         cpus = self.explain(c)["cpus"]
         self.assertEqual([cpus[n]["resume_latency"] for n in (299, 300, 511)], ["0", "0", "0"])
 
+    def test_folded_is_small(self):
+        c = self.client()
+        e = self.explain_folded(c)
+        # C8 is disabled on odd CPUs only: two groups, even and odd.
+        self.assertEqual([g["cpus"] for g in e["cpu_groups"]],
+                         [list(range(0, LARGE_CPUS, 2)), list(range(1, LARGE_CPUS, 2))])
+        for parity, g in enumerate(e["cpu_groups"]):
+            self.assertEqual((g["bound"], g["resume_latency"], g["foreign"]), (-1, "0", False))
+            states = [large_state(n, k) for n in g["cpus"] for k in range(len(LARGE_MODEL))]
+            self.assertEqual([(s["name"], s["latency"], s["disabled"], s["usage"], s["time"]) for s in g["cstates"]],
+                             [(name, latency, int(k == 5 and parity == 1),
+                               sum(st[3] for st in states if st[0] == name),
+                               sum(st[4] for st in states if st[0] == name))
+                              for k, (name, latency) in enumerate(LARGE_MODEL)])
+        self.assert_folds_like_explain(e, self.explain(c))
+        folded, explained = self.reply_size(c, "ExplainFolded"), self.reply_size(c, "Explain")
+        sys.stderr.write("on %d CPUs: Explain() %d bytes, ExplainFolded() %d bytes\n"
+                         % (LARGE_CPUS, explained, folded))
+        self.assertLess(folded * 10, explained)
+        # A per-CPU request on two CPUs sets each apart from its parity's group.
+        self.request(c, 30, cpus=[300, 511])
+        e = self.explain_folded(c)
+        self.assertEqual([g["cpus"][0] for g in e["cpu_groups"]], [0, 1, 300, 511])  # by their first CPU
+        groups = self.assert_folds_like_explain(e, self.explain(c))
+        self.assertEqual((groups[300]["cpus"], groups[511]["cpus"]), ([300], [511]))
+        self.assertEqual(len(e["cpu_groups"]), 4)
+
     def test_change_behind_our_back_seen_eventually(self):
         c = self.client()
         self.assertEqual(self.explain(c)["cpus"][511]["cstates"][5]["usage"], 511005)
@@ -564,6 +650,60 @@ class TestRealSysfs(ExplainTestCase):
             idle = "/sys/devices/system/cpu/cpu%d/cpuidle" % cpu["cpu"]
             n = len([d for d in os.listdir(idle) if d.startswith("state")]) if os.path.isdir(idle) else 0
             self.assertEqual(len(cpu["cstates"]), n)
+
+
+    def test_folded_every_online_cpu_once(self):
+        c = self.client()
+        self.assert_folds_like_explain(self.explain_folded(c), self.explain(c))
+
+
+def mirror_sysfs(cpus):
+    """A fake sysfs tree of this machine's cpus: their resume latencies and
+    C-states, read from /sys; the caller removes it."""
+    def text(path, default):
+        try:
+            with open(path) as f:
+                return f.read().strip()
+        except OSError:
+            return default
+    root = make_fake_sysfs({n: text(cpu_file("/sys", n), "0") for n in cpus})
+    for n in cpus:
+        k = 0
+        while os.path.isdir("/sys/devices/system/cpu/cpu%d/cpuidle/state%d" % (n, k)):
+            d = "devices/system/cpu/cpu%d/cpuidle/state%d" % (n, k)
+            os.makedirs(os.path.join(root, d))
+            for f in ("name", "latency", "disable", "usage", "time"):
+                with open(os.path.join(root, d, f), "w") as fh:
+                    fh.write(text(os.path.join("/sys", d, f), "0") + "\n")
+            k += 1
+    return root
+
+
+class TestMirroredSysfs(ExplainTestCase):
+    """ExplainFolded() on a copy of this machine's CPUs (a per-CPU request
+    writes the tree, which the real /sys must not be here)."""
+
+    def setUp(self):
+        cpus = online_cpus()
+        if 0 not in cpus or 1 not in cpus:
+            self.skipTest("needs CPUs 0 and 1 online")
+        self.sysfs = mirror_sysfs(cpus)
+        self.addCleanup(shutil.rmtree, self.sysfs, True)
+        self.daemon_args = ("--sysfs-root", self.sysfs)
+        super().setUp()
+
+    def test_a_per_cpu_request_splits_a_group(self):
+        c = self.client()
+        groups = self.assert_folds_like_explain(self.explain_folded(c), self.explain(c))
+        cpus = {x["cpu"]: x for x in self.explain(c)["cpus"]}
+        if fold_key(cpus[0]) == fold_key(cpus[1]):
+            self.assertIs(groups[0], groups[1])
+        else:
+            skip_notice("CPUs 0 and 1 folded", "this machine's CPUs 0 and 1 differ")
+        self.request(c, 5, cpus=[1])
+        groups = self.assert_folds_like_explain(self.explain_folded(c), self.explain(c))
+        self.assertNotIn(1, groups[0]["cpus"])
+        self.assertEqual((groups[1]["bound"], groups[1]["resume_latency"]), (5, "5"))
 
 
 @unittest.skipUnless(IS_ROOT, "needs root: mounting a FUSE file system")

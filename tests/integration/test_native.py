@@ -65,6 +65,9 @@ class TestNativeInterface(NativeTestCase):
             "Cancel": [("cookie", "u", "in")],
             "ListRequests": [("requests", "aa{sv}", "out")],
             "Explain": [("explanation", "a{sv}", "out")],
+            "ListRequestsPage": [("after", "u", "in"), ("max", "u", "in"), ("requests", "aa{sv}", "out"),
+                                 ("next", "u", "out")],
+            "ExplainFolded": [("explanation", "a{sv}", "out")],
         })
         props = {p.get("name"): (p.get("type"), p.get("access")) for p in iface.findall("property")}
         self.assertEqual(props, {
@@ -222,6 +225,77 @@ class TestNativeInterface(NativeTestCase):
         r = nobody.call("Set", "ssv", NATIVE_IFACE, "MinimumLatency", {"__variant__": ["i", 5]}, iface=PROPS)
         self.assertEqual(r[:2], ("error", ACCESS_DENIED))
         self.assertEqual(self.prop(c, "MinimumLatency"), -1)
+
+
+# What ListRequestsPage's max means (org.freedesktop.PMQoS.xml): 0 is this
+# many, more than PAGE_MAX is PAGE_MAX.
+PAGE_DEFAULT, PAGE_MAX = 256, 1024
+
+
+class TestListRequestsPage(NativeTestCase):
+    """ListRequests a page at a time: every request once, in cookie order,
+    with next saying where the following page starts, and pages bounded."""
+
+    def page(self, c, after, max_):
+        return self.native(c, "ListRequestsPage", "uu", after, max_)
+
+    def walk(self, c, max_):
+        """Every page from after=0 until next is 0: the entries, and how many pages."""
+        entries, after, pages = [], 0, 0
+        while True:
+            got, nxt = self.page(c, after, max_)
+            self.assertLessEqual(len(got), max_)
+            entries += got
+            pages += 1
+            if nxt == 0:
+                return entries, pages
+            self.assertEqual(nxt, got[-1]["cookie"])
+            after = nxt
+
+    def make(self, c, n):
+        return [self.request(c, 1000 + k % 50) for k in range(n)]
+
+    def test_pages_list_every_request_once_in_cookie_order(self):
+        c = self.client()
+        cookies = self.make(c, 300)
+        self.request(c, 40, cpus=[0], reason="per-CPU")  # entries with every key filled
+        entries, pages = self.walk(c, 64)
+        listed = [e["cookie"] for e in entries]
+        self.assertEqual(listed, sorted(listed))
+        self.assertEqual(len(listed), len(set(listed)))
+        self.assertEqual(len(listed), 301)
+        self.assertTrue(set(cookies) <= set(listed))
+        self.assertEqual(pages, 5)  # 64 × 4 + 45
+        # Each entry is ListRequests' entry for that request.
+        self.assertEqual({e["cookie"]: e for e in entries}, self.listing(c))
+
+    def test_page_sizes_are_bounded(self):
+        c = self.client()
+        self.make(c, 1100)
+        got, nxt = self.page(c, 0, 0)
+        self.assertEqual(len(got), PAGE_DEFAULT)
+        self.assertEqual(nxt, got[-1]["cookie"])
+        got, nxt = self.page(c, 0, 5000)
+        self.assertEqual(len(got), PAGE_MAX)
+        self.assertEqual(nxt, got[-1]["cookie"])
+        rest, last = self.page(c, nxt, 5000)
+        self.assertEqual((len(rest), last), (1100 - PAGE_MAX, 0))
+        self.assertEqual(sorted(e["cookie"] for e in got + rest), sorted(self.listing(c)))
+
+    def test_after_the_last_cookie_is_empty(self):
+        c = self.client()
+        cookies = self.make(c, 10)
+        self.assertEqual(self.page(c, max(cookies), 0), ([], 0))
+        self.assertEqual(self.page(c, 0xFFFFFFFF, 3), ([], 0))
+        got, nxt = self.page(c, 0, 10)  # exactly one full page: nothing follows
+        self.assertEqual(([e["cookie"] for e in got], nxt), (sorted(cookies), 0))
+        self.assertEqual(self.page(c, 0, 3)[1], sorted(cookies)[2])
+
+    def test_open_to_other_users(self):
+        c = self.client()
+        cookie = self.request(c, 100)
+        status, (got, nxt) = self.peer(uid=NOBODY).call("ListRequestsPage", "uu", 0, 0, iface=NATIVE_IFACE)
+        self.assertEqual((status, [e["cookie"] for e in got], nxt), ("ok", [cookie], 0))
 
 
 class TestTimed(NativeTestCase):

@@ -278,6 +278,63 @@ START_TEST(test_rich_calls) {
 }
 END_TEST
 
+/* ListRequestsPage and ExplainFolded through the library: pages that
+ * add up to the listing, groups that hold every CPU once. */
+START_TEST(test_pages_and_folded) {
+        pmqos_client *c;
+        uint32_t cookies[40];
+        pmqos_request_info *all, *page;
+        size_t n_all, n;
+        uint32_t after = 0, next;
+        unsigned pages = 0;
+
+        ck_assert_int_eq(pmqos_client_new(&c), 0);
+        for (unsigned i = 0; i < 40; i++)
+                ck_assert_int_eq(pmqos_request_full(c, 500 + (int32_t) i, NULL, 0, NULL, 0, 0, &cookies[i]), 0);
+        ck_assert_int_eq(pmqos_list_requests(c, &all, &n_all), 0);
+        ck_assert_uint_eq(n_all, 40);
+        for (size_t i = 1; i < n_all; i++) /* oldest first, though read in cookie order */
+                ck_assert_int_le(all[i - 1].created_usec, all[i].created_usec);
+        size_t listed = 0;
+        do {
+                ck_assert_int_eq(pmqos_list_requests_page(c, after, 16, &page, &n, &next), 0);
+                ck_assert_uint_le(n, 16);
+                for (size_t i = 0; i < n; i++) {
+                        ck_assert_uint_gt(page[i].cookie, after);
+                        after = page[i].cookie;
+                        ck_assert_ptr_nonnull(page[i].exec);
+                }
+                listed += n;
+                pmqos_request_info_free(page, n);
+                pages++;
+                ck_assert(next == 0 || next == after);
+        } while (next != 0);
+        ck_assert_uint_eq(listed, 40);
+        ck_assert_uint_eq(pages, 3);
+        pmqos_request_info_free(all, n_all);
+        static char junk; /* what *ret held before: a failed call leaves NULL */
+        page = (pmqos_request_info *) &junk;
+        ck_assert_int_eq(pmqos_list_requests_page(NULL, 0, 0, &page, &n, &next), -EINVAL);
+        ck_assert_ptr_null(page);
+
+        pmqos_explanation *e;
+        ck_assert_int_eq(pmqos_explain_folded(c, &e), 0);
+        ck_assert_ptr_null(e->cpus);
+        ck_assert_uint_gt(e->n_cpu_groups, 0);
+        size_t cpus = 0;
+        for (size_t i = 0; i < e->n_cpu_groups; i++) {
+                ck_assert_uint_gt(e->cpu_groups[i].n_cpus, 0);
+                ck_assert_ptr_nonnull(e->cpu_groups[i].resume_latency);
+                cpus += e->cpu_groups[i].n_cpus;
+        }
+        ck_assert_uint_eq(cpus, (size_t) sysconf(_SC_NPROCESSORS_ONLN));
+        ck_assert_ptr_null(pmqos_explanation_free(e));
+        for (unsigned i = 0; i < 40; i++)
+                ck_assert_int_eq(pmqos_cancel(c, cookies[i]), 0);
+        pmqos_client_free(c);
+}
+END_TEST
+
 typedef struct Seen {
         int latency_events;
         int32_t last_latency;
@@ -562,6 +619,7 @@ int main(int argc, char *argv[]) {
                 tcase_add_test(tc, test_denied);
                 tcase_add_test(tc, test_limit);
                 tcase_add_test(tc, test_rich_calls);
+                tcase_add_test(tc, test_pages_and_folded);
                 tcase_add_test(tc, test_events);
                 tcase_add_test(tc, test_survives_broker_restart);
                 tcase_add_test(tc, test_reissue_without_a_call);

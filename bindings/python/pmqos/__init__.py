@@ -103,6 +103,12 @@ class _CpuInfo(ctypes.Structure):
                 ("foreign", ctypes.c_bool), ("cstates", ctypes.POINTER(_CStateInfo)), ("n_cstates", ctypes.c_size_t)]
 
 
+class _CpuGroupInfo(ctypes.Structure):
+    _fields_ = [("cpus", ctypes.POINTER(ctypes.c_uint32)), ("n_cpus", ctypes.c_size_t), ("bound", ctypes.c_int32),
+                ("resume_latency", ctypes.c_char_p), ("foreign", ctypes.c_bool),
+                ("cstates", ctypes.POINTER(_CStateInfo)), ("n_cstates", ctypes.c_size_t)]
+
+
 class _HolderInfo(ctypes.Structure):
     _fields_ = [("pid", ctypes.c_uint32), ("uid", ctypes.c_uint32), ("exec", ctypes.c_char_p)]
 
@@ -126,7 +132,9 @@ class _Explanation(ctypes.Structure):
                 ("kernel_ignores_writes", ctypes.c_bool), ("rules", ctypes.POINTER(_RuleInfo)),
                 ("n_rules", ctypes.c_size_t), ("rules_followed", ctypes.c_bool),
                 ("holders_left_out", ctypes.c_uint32), ("holders_unscanned", ctypes.POINTER(_UnscannedInfo)),
-                ("n_holders_unscanned", ctypes.c_size_t)]
+                ("n_holders_unscanned", ctypes.c_size_t),
+                # LIBPMQOS_1.3: pmqos_explain_folded()'s groups of identical CPUs
+                ("cpu_groups", ctypes.POINTER(_CpuGroupInfo)), ("n_cpu_groups", ctypes.c_size_t)]
 
 
 def _text(b):
@@ -143,12 +151,25 @@ def _struct_dict(st, renames=None):
     return out
 
 
-def _explanation_dict(e):
-    binding = {}
-    if e.binding:
-        b = e.binding.contents
-        binding = _struct_dict(b)
-        binding["cpus"] = [b.cpus[i] for i in range(b.n_cpus)]
+def _request_dict(info):
+    entry = _struct_dict(info)
+    entry["cpus"] = [info.cpus[i] for i in range(info.n_cpus)]
+    return entry
+
+
+def _cpu_groups(e):
+    groups = []
+    for i in range(e.n_cpu_groups):
+        g = e.cpu_groups[i]
+        entry = _struct_dict(g)
+        entry["cpus"] = [g.cpus[k] for k in range(g.n_cpus)]
+        entry["cstates"] = [_struct_dict(g.cstates[k]) for k in range(g.n_cstates)]
+        groups.append(entry)
+    return groups
+
+
+def _explanation_dict(e, folded=False):
+    binding = _request_dict(e.binding.contents) if e.binding else {}
     rules = []
     for i in range(e.n_rules):
         entry = _struct_dict(e.rules[i])
@@ -165,7 +186,7 @@ def _explanation_dict(e):
             "binding": binding, "external_holders": [_struct_dict(e.holders[i]) for i in range(e.n_holders)],
             "external_holders_complete": e.holders_complete, "external_holders_left_out": e.holders_left_out,
             "external_holders_unscanned": [_struct_dict(e.holders_unscanned[i]) for i in range(e.n_holders_unscanned)],
-            "cpus": cpus,
+            ("cpu_groups" if folded else "cpus"): _cpu_groups(e) if folded else cpus,
             "kernel_ignores_writes": e.kernel_ignores_writes, "rules": rules, "rules_followed": e.rules_followed}
 
 
@@ -198,6 +219,14 @@ def _library():
         lib.pmqos_explain.argtypes = [p, ctypes.POINTER(ctypes.POINTER(_Explanation))]
         lib.pmqos_explanation_free.argtypes = [ctypes.POINTER(_Explanation)]
         lib.pmqos_explanation_free.restype = p
+        lib.pmqos_request_info_free.argtypes = [ctypes.POINTER(_RequestInfo), ctypes.c_size_t]
+        # Since LIBPMQOS_1.3: an older library lacks them (AttributeError when used).
+        if hasattr(lib, "pmqos_explain_folded"):
+            lib.pmqos_explain_folded.argtypes = [p, ctypes.POINTER(ctypes.POINTER(_Explanation))]
+        if hasattr(lib, "pmqos_list_requests_page"):
+            lib.pmqos_list_requests_page.argtypes = [p, ctypes.c_uint32, ctypes.c_uint32,
+                                                     ctypes.POINTER(ctypes.POINTER(_RequestInfo)),
+                                                     ctypes.POINTER(ctypes.c_size_t), u32p]
         _lib = lib
     return _lib
 
@@ -449,15 +478,50 @@ class Client:
         for the scan's bound per user), cpus (cpu, bound, resume_latency,
         foreign, cstates: name, latency, allowed, disabled, usage, time)
         and kernel_ignores_writes."""
+        return self._explain(_library().pmqos_explain, False)
+
+    def explain_folded(self):
+        """explain(), but with identical CPUs in one entry: small on a machine
+        of many CPUs. The dict has cpu_groups instead of cpus: cpus (the
+        group's CPU numbers, ascending), bound, resume_latency, foreign and
+        cstates (name, latency, allowed, disabled, and usage and time summed
+        over the group's CPUs). CPUs are in one group when their bound,
+        resume_latency, foreign and C-states (but usage and time) are equal."""
+        return self._explain(_library().pmqos_explain_folded, True)
+
+    def _explain(self, call, folded):
         c = self._handle()
         e = ctypes.POINTER(_Explanation)()
-        r = _library().pmqos_explain(c, ctypes.byref(e))
+        r = call(c, ctypes.byref(e))
         if r < 0:
             _raise(r, c, "cannot read the explanation")
         try:
-            return _explanation_dict(e.contents)
+            return _explanation_dict(e.contents, folded)
         finally:
             _library().pmqos_explanation_free(e)
+
+    def list_requests_page(self, after=0, max=0):
+        """One page of every client's requests: (requests, next). requests:
+        those whose cookie is greater than after, in ascending cookie order,
+        at most max of them (0: 256; more than 1024 is taken as 1024), each a
+        dict with the keys of the broker's ListRequests (cookie, type, value,
+        uid, pid, exec, reason, created, persistent, expires, cpus, sender,
+        bound_to, target). next: the last one's cookie when more follow, else
+        0; call again with after=next until next is 0 to see them all."""
+        for name, v in (("after", after), ("max", max)):
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= U32_MAX:
+                raise _invalid("%s is an int from 0 to %d, not %r" % (name, U32_MAX, v))
+        c = self._handle()
+        infos = ctypes.POINTER(_RequestInfo)()
+        n, nxt = ctypes.c_size_t(), ctypes.c_uint32()
+        r = _library().pmqos_list_requests_page(c, after, max, ctypes.byref(infos), ctypes.byref(n),
+                                                ctypes.byref(nxt))
+        if r < 0:
+            _raise(r, c, "cannot list requests")
+        try:
+            return [_request_dict(infos[i]) for i in range(n.value)], nxt.value
+        finally:
+            _library().pmqos_request_info_free(infos, n.value)
 
     def process(self):
         """Handles pending events (re-issues requests after a broker restart)."""
