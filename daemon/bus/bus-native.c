@@ -126,28 +126,24 @@ static int method_update(sd_bus_message *message, void *userdata, sd_bus_error *
         return action_update(m, message, cookie, value, error);
 }
 
-/* Explain(): answered by the explainer's next round, with every call of it. */
-static int method_explain(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
+/* Explain() and ExplainFolded() (identical CPUs in one entry): answered by
+ * the explainer's next round, with every call of either. */
+static int queue_explain(sd_bus_message *message, Manager *m, bool folded, sd_bus_error *error) {
         CALL_SCOPE(m, message);
         Client *c;
 
         int r = call_know_caller(&m->calls, message, &c, error);
         if (r <= 0)
                 return r < 0 ? r : 1; /* 0: the bus tells who it is, and this runs again */
-        return explainer_queue(&m->explainer, message, c->uid, false, error);
+        return explainer_queue(&m->explainer, message, c->uid, folded, error);
 }
 
-/* ExplainFolded(): the same round, with identical CPUs in one entry. */
-static int method_explain_folded(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
-        CALL_SCOPE(m, message);
-        Client *c;
+static int method_explain(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        return queue_explain(message, userdata, false, error);
+}
 
-        int r = call_know_caller(&m->calls, message, &c, error);
-        if (r <= 0)
-                return r < 0 ? r : 1; /* 0: the bus tells who it is, and this runs again */
-        return explainer_queue(&m->explainer, message, c->uid, true, error);
+static int method_explain_folded(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        return queue_explain(message, userdata, true, error);
 }
 
 static int method_list_requests(sd_bus_message *message, void *userdata, sd_bus_error *error) {
