@@ -200,6 +200,8 @@ static void learn_user(Budget *b, ConnBudget *cb) {
         u->n_conns++;
         u->unread += cb->unread;
         b->unknown_unread -= cb->unread;
+        if (cb->ping)
+                u->n_pings++; /* asked before it was known: its answer is counted off u */
 }
 
 /* What u owes went down: the calls its connections hold are looked at
@@ -314,8 +316,11 @@ static int hold_unknown(Budget *b, ConnBudget *cb, sd_bus_message *m, sd_bus_err
         if (c && c->state == CLIENT_RESOLVING) {
                 if (!cb->held)
                         cb->held = calloc(BUDGET_HELD_PER_CONNECTION, sizeof(sd_bus_message *));
+                /* Up to three quarters of the room: non-readers' calls
+                 * (hold()) take at most half, so a new connection's first
+                 * call, root's among them, always finds a place. */
                 if (cb->held && cb->n_held < BUDGET_HELD_PER_CONNECTION &&
-                    calls_keep(b->calls, b->calls->max_kept / 2)) {
+                    calls_keep(b->calls, b->calls->max_kept / 4)) {
                         cb->held[cb->n_held++] = sd_bus_message_ref(m);
                         return 1;
                 }

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Connections that each make one call before the bus could say whose they
-are, for the adversary suite. Run as any uid (setpriv). It opens
---connections connections and on each sends Hello and one call of --method
-in the same write (so that the call reaches pmqosd before pmqosd learns the
-caller's user), never reading; once stdin closes it reads for --read
+"""Connections that each make their first calls before the bus could say
+whose they are, for the adversary suite. Run as any uid (setpriv). It opens
+--connections connections and on each sends Hello and --calls calls of
+--method in the same write (so that they reach pmqosd before pmqosd learns
+the caller's user), never reading; once stdin closes it reads for --read
 seconds whatever waits for it in the bus and prints one JSON line: the
 bytes it got."""
 
@@ -18,7 +18,7 @@ import time
 from nonreader import CALLS, DEST, blob
 
 
-def connect_and_call(address, call):
+def connect_and_call(address, call, n):
     path = address.split("unix:path=", 1)[1].split(",", 1)[0]
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(path)
@@ -30,7 +30,7 @@ def connect_and_call(address, call):
         raise SystemExit("auth refused: %r" % line)
     s.sendall(b"BEGIN\r\n"
               + blob("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "Hello", None, 1)
-              + blob(DEST, *call, 2))
+              + b"".join(blob(DEST, *call, 2 + i) for i in range(n)))
     return s
 
 
@@ -38,10 +38,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--connections", type=int, default=40)
     ap.add_argument("--method", default="ListRequests")
+    ap.add_argument("--calls", type=int, default=1)
     ap.add_argument("--read", type=float, default=3.0)
     args = ap.parse_args()
     address = os.environ["DBUS_SYSTEM_BUS_ADDRESS"]
-    conns = [connect_and_call(address, CALLS[args.method]) for _ in range(args.connections)]
+    conns = [connect_and_call(address, CALLS[args.method], args.calls) for _ in range(args.connections)]
     sys.stdout.write(json.dumps({"connected": len(conns)}) + "\n")
     sys.stdout.flush()
     sys.stdin.read()

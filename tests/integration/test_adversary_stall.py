@@ -144,6 +144,56 @@ class TestFirstCalls(StallTestCase):
     never reading, had 40 whole listings queued in the bus, twenty times
     MaxUnreadBytesPerUser here."""
 
+    def first_calls(self, connections, method="ListRequests", calls=1):
+        """firstcalls.py as nobody, connected and its calls sent; closing its stdin ends it."""
+        for script in (NONREADER, FIRSTCALLS):
+            shutil.copy(script, self.bus.dir)
+        cmd = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups", sys.executable,
+               os.path.join(self.bus.dir, "firstcalls.py"), "--connections", str(connections), "--method", method,
+               "--calls", str(calls)]
+        attacker = subprocess.Popen(cmd, env=self.bus.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(attacker.kill)
+        self.assertIn("connected", attacker.stdout.readline())
+        return attacker
+
+    def test_ping_asked_before_known(self):
+        """A connection past its bound before pmqosd knew whose it is was
+        asked a Ping, and its user was learnt before the answer (here a
+        timeout): the answer was counted off a user that never counted the
+        question, and no connection of that user was asked again — a reader
+        of nobody past its bound then waited forever."""
+        path = os.path.join(self.bus.dir, "small-budget.conf")
+        with open(path, "w") as f:
+            f.write("[pmqosd]\nMaxUnreadBytesPerConnection=32768\n")
+        self.start_daemon(("--config", path))
+        self.first_calls(1, method="GetAll", calls=40)
+        time.sleep(7 * TIME_SCALE)  # past the Ping's 5 s
+        reader = self.peer(uid=NOBODY)
+        answers = [reader.call("Explain", "", iface=NATIVE_IFACE)[0] for _ in range(12)]  # ~6 KiB each counted
+        self.assertEqual(answers.count("ok"), 12, answers)
+
+    def test_new_connections_first_large_call_under_attack(self):
+        """Non-readers of nobody fill what pmqosd keeps waiting for them; a
+        new connection's first call with a large answer (root's, another
+        user's) still waits its round trip for a place and is answered."""
+        path = os.path.join(self.bus.dir, "small-budget.conf")
+        with open(path, "w") as f:
+            f.write("[pmqosd]\nMaxUnreadBytesPerUser=65536\nMaxUnreadBytesPerConnection=32768\n")
+        self.start_daemon(("--config", path))
+        holder = self.client()
+        for i in range(40):
+            holder.call("Request", "sia{sv}", "cpu_dma", 1000 + i, {"reason": GLib.Variant("s", "x" * 200)},
+                        iface=NATIVE_IFACE)
+        attacker = self.nonreader(connections=120, rate=5000, methods="ListRequests,Explain,ExplainFolded")
+        time.sleep(8)
+        for method in ("ExplainFolded", "ListRequests"):
+            root = self.bus.connect()
+            root.call(method, iface=NATIVE_IFACE, timeout=int(20000 * TIME_SCALE))  # raises if refused
+            root.close()
+            answer = self.peer(uid=HONEST_UID).call(method, "", iface=NATIVE_IFACE)
+            self.assertEqual(answer[0], "ok", (method, answer, attacker.progress()))
+        self.assertIsNone(self.daemon.proc.poll(), "pmqosd died:\n" + self.daemon.output())
+
     def test_first_calls_count_for_their_user(self):
         path = os.path.join(self.bus.dir, "small-budget.conf")
         with open(path, "w") as f:
@@ -155,13 +205,7 @@ class TestFirstCalls(StallTestCase):
                                 iface=NATIVE_IFACE)
         listing = len(repr(holders[0].call("ListRequests", iface=NATIVE_IFACE)))
         self.assertGreater(listing, 40000)
-        for script in (NONREADER, FIRSTCALLS):
-            shutil.copy(script, self.bus.dir)
-        cmd = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups", sys.executable,
-               os.path.join(self.bus.dir, "firstcalls.py"), "--connections", "40"]
-        attacker = subprocess.Popen(cmd, env=self.bus.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.addCleanup(attacker.kill)
-        self.assertIn("connected", attacker.stdout.readline())
+        attacker = self.first_calls(40)
         time.sleep(1)
         other = self.peer(uid=HONEST_UID)
         t = time.monotonic()
