@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The sizes the house keeps: no source file of the given folders over 500
-lines, no function over 80 (from its first line to its closing brace).
+"""The sizes the house keeps: no source file of the given folders (C and
+Python) over 500 lines, no C function over 80 (from its first line to its
+closing brace).
 Prints each one over and a summary line; exits 1 if there is any.
 
     check-sizes.py SOURCE_ROOT FOLDER...
@@ -42,7 +43,7 @@ def main():
     for folder in folders:
         for dirpath, _, files in os.walk(os.path.join(root, folder)):
             for f in sorted(files):
-                if not f.endswith(('.c', '.h')):
+                if not f.endswith(('.c', '.h', '.py')):
                     continue
                 path = os.path.join(dirpath, f)
                 rel = os.path.relpath(path, root)
@@ -51,7 +52,7 @@ def main():
                 n_files += 1
                 if len(lines) - 1 > FILE_MAX:
                     over.append(f'{rel}: {len(lines) - 1} lines (at most {FILE_MAX})')
-                for name, start, length in functions(lines):
+                for name, start, length in functions(lines) if not f.endswith('.py') else ():
                     n_functions += 1
                     if length > FUNCTION_MAX:
                         over.append(f'{rel}:{start}: {name}() is {length} lines (at most {FUNCTION_MAX})')
