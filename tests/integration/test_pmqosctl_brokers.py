@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""pmqosctl against other brokers: a stand-in that answers only the methods of
+an older pmqosd, or only the newer paged and folded ones, or malformed
+pages; and a listing longer than one page from the real one."""
+
+import json
+import subprocess
+
+from contract import BUS_NAME, DBUS_IFACE, DBUS_NAME, DBUS_PATH, LATENCY_MAX, NATIVE_IFACE, PATH
+from fixtures import PMQOSCTL, main
+from test_pmqosctl import CtlTestCase
+
+
+INT_TYPES = {"value": "i", "created": "x", "expires": "x", "bound": "i", "usage": "t", "time": "t",
+             "effective": "i", "kernel": "i", "floor": "i"}
+
+
+def variant_dict(d):
+    """An a{sv} of python values: ints as the key's type (INT_TYPES, else u),
+    str s, bool b, lists of ints au, lists of dicts aa{sv}."""
+    from gi.repository import GLib
+
+    def v(k, x):
+        if isinstance(x, bool):
+            return GLib.Variant("b", x)
+        if isinstance(x, int):
+            return GLib.Variant(INT_TYPES.get(k, "u"), x)
+        if isinstance(x, str):
+            return GLib.Variant("s", x)
+        if x and isinstance(x[0], dict):
+            return GLib.Variant.new_array(GLib.VariantType("a{sv}"), [variant_dict(e) for e in x])
+        return GLib.Variant("au", x)
+    return GLib.Variant("a{sv}", {k: v(k, x) for k, x in d.items()})
+
+
+class TestOtherBrokers(CtlTestCase):
+    """pmqosctl against a process holding the broker's name that answers
+    only some methods: an older pmqosd (ListRequests and Explain only: the
+    same output), one with pages and folded CPUs only (they are used), and
+    one whose pages never end (refused, not followed)."""
+
+    def impostor(self, methods):
+        """Takes the name and answers methods {name: (in, out, handler(params) -> tuple of variants)},
+        and RequestCount; returns the client (close it to free the name)."""
+        from gi.repository import Gio, GLib
+        imp = self.client(start=False)
+        self.addCleanup(imp.close)
+        imp.call("RequestName", "su", BUS_NAME, 0, path=DBUS_PATH, iface=DBUS_IFACE, dest=DBUS_NAME)
+        xml = "".join("<method name='%s'>%s%s</method>" % (name, "".join("<arg direction='in' type='%s'/>" % t
+                                                                           for t in ins),
+                                                      "".join("<arg direction='out' type='%s'/>" % t for t in outs))
+                      for name, (ins, outs, _) in methods.items())
+        node = Gio.DBusNodeInfo.new_for_xml("<node><interface name='%s'>%s<property name='RequestCount' type='u' "
+                                            "access='read'/></interface></node>" % (NATIVE_IFACE, xml))
+        self.calls = []
+
+        def on_call(conn, sender, path, iface, method, params, invocation):
+            self.calls.append(method)
+            invocation.return_value(GLib.Variant.new_tuple(*methods[method][2](params.unpack())))
+        reg = imp.conn.register_object(PATH, node.interfaces[0], on_call, lambda *a: GLib.Variant("u", 3), None)
+        self.addCleanup(imp.conn.unregister_object, reg)
+        return imp
+
+    def ctl_against(self, imp, *args):
+        proc = subprocess.Popen([PMQOSCTL, *args], env=self.bus.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        while proc.poll() is None:
+            imp.pump(0.01)
+        out, err = proc.communicate()
+        return proc.returncode, out, err
+
+    REQUESTS = [{"cookie": c, "type": "cpu_dma", "value": 10 + c, "created": 1000 - c} for c in (3, 9, 17, 40, 41)]
+    CPU = {"bound": -1, "resume_latency": "0", "foreign": False,
+           "cstates": [{"name": "POLL", "latency": 0, "allowed": True, "disabled": False, "usage": 1, "time": 1},
+                       {"name": "C6", "latency": 133, "allowed": True, "disabled": True, "usage": 1, "time": 1}]}
+    EXPLANATION = {"effective": -1, "kernel": LATENCY_MAX, "floor": -1, "bound_by": "none"}
+
+    def old_broker(self):
+        from gi.repository import GLib
+        listed = lambda p: (GLib.Variant.new_array(GLib.VariantType("a{sv}"),  # noqa: E731
+                                                   [variant_dict(r) for r in self.REQUESTS]),)
+        cpus = [dict(self.CPU, cpu=n) for n in (0, 1, 2, 5)]
+        explained = lambda p: (variant_dict(dict(self.EXPLANATION, cpus=cpus)),)  # noqa: E731
+        return self.impostor({"ListRequests": ((), ("aa{sv}",), listed), "Explain": ((), ("a{sv}",), explained)})
+
+    def test_an_older_broker(self):
+        imp = self.old_broker()
+        status, out, err = self.ctl_against(imp, "list", "--json")
+        self.assertEqual(status, 0, err)
+        self.assertEqual([r["cookie"] for r in json.loads(out)], [3, 9, 17, 40, 41])
+        self.assertEqual(self.calls, ["ListRequests"])  # ListRequestsPage: UnknownMethod, from Gio itself
+        status, out, err = self.ctl_against(imp, "status")
+        self.assertEqual(status, 0, err)
+        self.assertIn("\ncpu0\u20132,5: bound none\n  POLL", out)
+        self.assertEqual(self.calls[-1], "Explain")
+
+    def test_pages_and_folded_groups(self):
+        from gi.repository import GLib
+
+        def page(p):
+            after, max_ = p
+            self.assertEqual(max_, 1024)  # the library asks for the largest page
+            got = [r for r in self.REQUESTS if r["cookie"] > after][:2]  # this broker's pages are of 2
+            more = len([r for r in self.REQUESTS if r["cookie"] > after]) > 2
+            return (GLib.Variant.new_array(GLib.VariantType("a{sv}"), [variant_dict(r) for r in got]),
+                    GLib.Variant("u", got[-1]["cookie"] if more else 0))
+        groups = [dict(self.CPU, cpus=[0, 1, 2, 5]), dict(self.CPU, cpus=[3], bound=40, resume_latency="40",
+                                                          foreign=True)]
+        folded = lambda p: (variant_dict(dict(self.EXPLANATION, cpu_groups=groups)),)  # noqa: E731
+        imp = self.impostor({"ListRequestsPage": (("u", "u"), ("aa{sv}", "u"), page),
+                             "ExplainFolded": ((), ("a{sv}",), folded)})
+        status, out, err = self.ctl_against(imp, "list", "--json")
+        self.assertEqual(status, 0, err)
+        self.assertEqual(self.calls, ["ListRequestsPage"] * 3)
+        # Every request once, oldest first (created), as ListRequests lists them.
+        self.assertEqual([r["cookie"] for r in json.loads(out)], [41, 40, 17, 9, 3])
+        status, out, err = self.ctl_against(imp, "status")
+        self.assertEqual(status, 0, err)
+        self.assertRegex(out, "\ncpu0\u20132,5: bound none\n  POLL +0 µs  allowed\n  C6 +133 µs  disabled\n")
+        self.assertIn('\ncpu3: bound 40 µs (its pm_qos_resume_latency_us holds "40", written by someone else)\n',
+                      out)
+        self.assertEqual(self.calls[-1], "ExplainFolded")
+
+    def test_groups_of_more_cpus_than_a_machine_are_refused(self):
+        groups = [dict(self.CPU, cpus=list(range(k * 5000, (k + 1) * 5000))) for k in range(2)]
+        folded = lambda p: (variant_dict(dict(self.EXPLANATION, cpu_groups=groups)),)  # noqa: E731
+        imp = self.impostor({"ExplainFolded": ((), ("a{sv}",), folded)})
+        status, out, err = self.ctl_against(imp, "status")
+        self.assertEqual((status, out), (1, ""), err)
+        self.assertTrue(err.startswith("pmqosctl: cannot read the broker's explanation: "), err)
+
+    def test_pages_that_do_not_move_on_are_refused(self):
+        from gi.repository import GLib
+        entry = GLib.Variant.new_array(GLib.VariantType("a{sv}"), [variant_dict(self.REQUESTS[0])])
+        empty = GLib.Variant.new_array(GLib.VariantType("a{sv}"), [])
+        for kind, answer in (("the same page again", lambda p: (entry, GLib.Variant("u", 3))),
+                             ("an empty page with more", lambda p: (empty, GLib.Variant("u", p[0] + 1)))):
+            imp = self.impostor({"ListRequestsPage": (("u", "u"), ("aa{sv}", "u"), answer)})
+            status, out, err = self.ctl_against(imp, "list")
+            self.assertEqual((status, out), (1, ""), (kind, err))
+            self.assertTrue(err.startswith("pmqosctl: cannot list requests: "), (kind, err))
+            self.assertLessEqual(len(self.calls), 2, kind)
+            imp.close()
+
+
+class TestManyRequests(CtlTestCase):
+    def test_list_more_than_a_page(self):
+        c = self.client()
+        cookies = [c.call("Request", "sia{sv}", "cpu_dma", 500 + k, {}, iface=NATIVE_IFACE)[0] for k in range(1100)]
+        listed = [r["cookie"] for r in self.listing()]
+        self.assertEqual(sorted(listed), sorted(cookies))  # each once, though no page holds them all
+        from_bus = [r["cookie"] for r in c.call("ListRequests", None, iface=NATIVE_IFACE)[0]]
+        self.assertEqual(listed, from_bus)  # and in ListRequests' order, oldest first
+        lines = self.ctl("list", check=0).stdout.splitlines()
+        self.assertEqual(len(lines), 1 + 1100)
+
+
+
+if __name__ == "__main__":
+    main()
