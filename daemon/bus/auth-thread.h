@@ -29,7 +29,15 @@ struct AuthQuery {
         bool cancelled;    /* main thread only */
         AuthResult result; /* written by the GLib thread before queueing */
         GCancellable *cancellable;
-        guint timeout_id;                 /* GLib thread only */
+        guint timeout_id; /* GLib thread only */
+        /* Not answered in time: "unavailable" goes to the main thread at
+         * once, while polkit-gobject-1 holds the query until its call returns
+         * (when polkitd answers the cancellation, or later); it then comes
+         * back to the main thread, which frees it and its place at polkitd.
+         * timed_out, call_done and queued under Auth.lock. */
+        bool timed_out, call_done, queued;
+        bool answer_given;                /* main thread */
+        AuthQuery *awaiting_next;         /* GLib thread: waits for the authority */
         AuthQuery *next;                  /* in the result queue */
         AuthQuery *live_prev, *live_next; /* main thread: every query not yet delivered */
         bool waiting;                     /* main thread: not yet handed to polkit */
@@ -60,6 +68,8 @@ struct Auth {
 
         /* GLib thread only. */
         PolkitAuthority *authority;
+        GCancellable *get_cancellable;            /* while the authority is being made */
+        AuthQuery *awaiting_head, *awaiting_tail; /* checks that wait for it */
         unsigned in_flight;
         bool stopping;
 
@@ -74,6 +84,8 @@ struct Auth {
         Hashmap in_flight_by_owner; /* uid → OwnerCount, while it has checks at polkitd */
         Hashmap leaders;            /* key → the live leader that twins may join */
 };
+
+AuthQuery *auth_query_free(AuthQuery *q); /* either thread, once the other let go */
 
 /* Run on the polkit thread (g_main_context_invoke(), g_thread_new()). */
 gboolean auth_thread_start_check(gpointer userdata); /* userdata: the AuthQuery */

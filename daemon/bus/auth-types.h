@@ -6,7 +6,8 @@
 typedef enum AuthResult {
         AUTH_ALLOWED,
         AUTH_DENIED,
-        AUTH_CHALLENGE, /* polkit would ask, but the caller did not allow interaction */
+        AUTH_CHALLENGE,   /* polkit would ask, but the caller did not allow interaction */
+        AUTH_UNAVAILABLE, /* polkit gave no answer (not running, an error, or not in time): denied */
 } AuthResult;
 
 typedef struct Auth Auth;

@@ -26,7 +26,7 @@
 #include "util/log.h"
 #include "util/text.h"
 
-static AuthQuery *query_free(AuthQuery *q) {
+AuthQuery *auth_query_free(AuthQuery *q) {
         if (q) {
                 g_clear_object(&q->cancellable);
                 free(q->bus_name);
@@ -138,6 +138,26 @@ static void dispatch_waiting(Auth *a) {
         }
 }
 
+/* q's answer to whoever asked, and to its twins. */
+static void give_answer(Auth *a, AuthQuery *q) {
+        q->answer_given = true;
+        live_unlink(a, q);
+        leader_close(a, q);
+        if (!q->cancelled)
+                q->callback(q->result, q->userdata);
+        /* One at a time from the list: a callback may cancel another twin. */
+        for (AuthQuery *t; (t = q->twins_head);) {
+                /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): unlinked before its free */
+                twin_unlink(t);
+                live_unlink(a, t);
+                t->callback(q->result, t->userdata);
+                auth_query_free(t);
+        }
+}
+
+/* A check comes back answered, and once polkit-gobject-1 let go of it
+ * (at once, unless it timed out: auth-thread.c) its place at polkitd is
+ * free and so is it. */
 static int on_results(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Auth *a = userdata;
         uint64_t n;
@@ -151,21 +171,17 @@ static int on_results(sd_event_source *s, int fd, uint32_t revents, void *userda
         g_mutex_unlock(&a->lock);
 
         while (q) {
+                g_mutex_lock(&a->lock);
                 AuthQuery *next = q->next;
-                live_unlink(a, q);
-                answered(a, q);
-                leader_close(a, q);
-                if (!q->cancelled)
-                        q->callback(q->result, q->userdata);
-                /* One at a time from the list: a callback may cancel another twin. */
-                for (AuthQuery *t; (t = q->twins_head);) {
-                        /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): unlinked before its free */
-                        twin_unlink(t);
-                        live_unlink(a, t);
-                        t->callback(q->result, t->userdata);
-                        query_free(t);
-                }
-                query_free(q);
+                q->queued = false; /* from here the thread may queue it again */
+                bool let_go = !q->timed_out || q->call_done;
+                g_mutex_unlock(&a->lock);
+                if (let_go)
+                        answered(a, q);
+                if (!q->answer_given)
+                        give_answer(a, q);
+                if (let_go)
+                        auth_query_free(q);
                 q = next;
         }
         dispatch_waiting(a);
@@ -221,7 +237,11 @@ int auth_new(Auth **ret, sd_event *event, unsigned max_in_flight) {
                 return r;
         }
 
-        a->context = g_main_context_new();
+        /* GLib's global default context, which nothing else in pmqosd
+         * runs: polkit-gobject-1 makes its proxy on a worker thread
+         * (polkit_authority_get_async()), and the proxy's NameOwnerChanged
+         * subscription (a restarted polkitd) is dispatched there. */
+        a->context = g_main_context_ref(g_main_context_default());
         a->loop = g_main_loop_new(a->context, FALSE);
         a->thread = g_thread_new("pmqosd-polkit", auth_thread_main, a);
         *ret = a;
@@ -238,7 +258,7 @@ Auth *auth_free(Auth *a) {
         for (AuthQuery *q = a->live; q; q = q->live_next) {
                 if (!q->cancelled) {
                         q->cancelled = true;
-                        q->callback(AUTH_DENIED, q->userdata);
+                        q->callback(AUTH_UNAVAILABLE, q->userdata);
                 }
                 g_cancellable_cancel(q->cancellable);
         }
@@ -250,14 +270,15 @@ Auth *auth_free(Auth *a) {
         while (a->done_head) {
                 AuthQuery *q = a->done_head;
                 a->done_head = q->next;
-                live_unlink(a, q);
-                query_free(q);
+                if (!q->answer_given) /* a timed-out one that was answered is no longer live */
+                        live_unlink(a, q);
+                auth_query_free(q);
         }
         while (a->live) {
                 AuthQuery *q = a->live;
                 /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): live_unlink() advanced the list before the free */
                 live_unlink(a, q);
-                query_free(q);
+                auth_query_free(q);
         }
 
         g_main_loop_unref(a->loop);
@@ -294,7 +315,7 @@ int auth_check(Auth *a, uint32_t owner, const char *bus_name, const char *action
         q->cancellable = g_cancellable_new();
         if (!q->bus_name || !q->action || asprintf(&q->key, "%s\n%s\n%d", bus_name, action, interactive) < 0) {
                 q->key = NULL;
-                query_free(q);
+                auth_query_free(q);
                 return -ENOMEM;
         }
 
@@ -336,7 +357,7 @@ static void abandon(Auth *a, AuthQuery *q) {
                 /* Never reached polkit: gone at once, its place to the next. */
                 wait_unlink(a, q);
                 live_unlink(a, q);
-                query_free(q);
+                auth_query_free(q);
         } else
                 g_cancellable_cancel(q->cancellable);
 }
@@ -349,7 +370,7 @@ AuthQuery *auth_query_cancel(AuthQuery *q) {
                 AuthQuery *l = q->leader;
                 twin_unlink(q);
                 live_unlink(a, q);
-                query_free(q);
+                auth_query_free(q);
                 if (l->cancelled && !l->twins_head)
                         abandon(a, l);
                 return NULL;

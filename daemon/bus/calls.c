@@ -255,6 +255,12 @@ static int auth_answer(AuthResult result, const char *action, sd_bus_error *erro
                                          what, action ? action : "polkit");
         case AUTH_DENIED:
                 break;
+        case AUTH_UNAVAILABLE:
+                /* Fail closed, and say why: a retry may well be granted. */
+                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
+                                         "Not authorized to change CPU latency requests: polkit gave no answer about "
+                                         "%s (not running, failing, or not in time); retry later.",
+                                         action ? action : "it");
         }
         if (others)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "%s needs %s, which polkit did not grant.",
@@ -296,7 +302,7 @@ static int ask(Calls *calls, PendingCall *pc, Client *c, const char *action, boo
         if (r < 0) {
                 log_caller_warning_errno(r, "Cannot check authorization of %s for %s: %m", c->name, action);
                 pending_free(pc);
-                return auth_answer(AUTH_DENIED, action, error);
+                return auth_answer(AUTH_UNAVAILABLE, action, error);
         }
         return 0;
 }

@@ -263,8 +263,9 @@ class Polkitd:
         self.bus = bus
         self.log_path = os.path.join(bus.dir, "polkitd-%d.log" % time.monotonic_ns())
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([self.BINARY, "--no-debug"], env=bus.env, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
+        # Without --no-debug: what polkitd says of itself ("Terminating
+        # runaway script") reaches its log (output()).
+        self.proc = subprocess.Popen([self.BINARY], env=bus.env, stdout=self.log, stderr=subprocess.STDOUT)
         probe = bus.connect()
         try:
             wait_for(lambda: self.proc.poll() is not None or probe.name_has_owner(POLKIT_BUS_NAME),
@@ -274,6 +275,11 @@ class Polkitd:
         if self.proc.poll() is not None:
             with open(self.log_path) as f:
                 raise AssertionError("polkitd exited with %d:\n%s" % (self.proc.returncode, f.read()))
+
+    def output(self):
+        self.log.flush()
+        with open(self.log_path, errors="backslashreplace") as f:
+            return f.read()
 
     def stop(self):
         if self.proc.poll() is None:

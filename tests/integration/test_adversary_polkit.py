@@ -108,6 +108,28 @@ class TestPolkitLockout(AdversaryTestCase):
         wait_for(lambda: self.try_member(), timeout=30 * TIME_SCALE, interval=0.2, what="a member served again")
         self.assertIntact()
 
+    def test_silent_polkitd_is_a_refusal_that_says_so(self):
+        """polkitd stopped: a member's call is refused when pmqosd stops
+        waiting (5 s), fail closed, and the refusal says polkit gave no
+        answer, so that a retry makes sense. Before, it read as a plain
+        "Not authorized", and came only when polkit-gobject-1 gave up on
+        the cancelled call: after 30 s."""
+        u = pwd.getpwnam(POLKIT_USERS["member"])
+        m = self.peer(uid=u.pw_uid, gid=u.pw_gid)
+        os.kill(self.polkit.proc.pid, signal.SIGSTOP)
+        try:
+            t = time.monotonic()
+            r = m.call("RequestLatency", "sib", "cpu_dma", 650, False)
+            took = time.monotonic() - t
+        finally:
+            os.kill(self.polkit.proc.pid, signal.SIGCONT)
+        self.assertEqual(r[:2], ("error", ACCESS_DENIED), r)
+        self.assertIn("polkit gave no answer about org.freedesktop.pmqos.request-latency", r[2])
+        self.assertGreater(took, 4.0, r)
+        self.assertLess(took, 5.0 + 3.0 * TIME_SCALE, "pmqosd's 5 s for polkit took %.1f s" % took)
+        self.assertIntact()
+        wait_for(lambda: self.try_member(), timeout=30 * TIME_SCALE, interval=0.2, what="a member served again")
+
     def try_member(self):
         u = pwd.getpwnam(POLKIT_USERS["member"])
         m = self.peer(uid=u.pw_uid, gid=u.pw_gid)
@@ -119,6 +141,23 @@ class TestPolkitLockout(AdversaryTestCase):
 def plain_user_denied(case):
     p = case.peer(uid=polkit_uid("plain"))
     return p.call("RequestLatency", "sib", "cpu_dma", 10, False)[1]
+
+
+def polkitd_lost_a_wakeup(polkit, seen):
+    """Whether polkitd stalled itself. polkitd 122 (Debian 12) runs each
+    rule in a thread and waits for it with a timed wait that can miss the
+    thread's signal: it then answers nobody for its 15 s runaway timeout,
+    and says "Terminating runaway script" after. Busy CPUs make that more
+    likely; pmqosd cannot answer for polkitd meanwhile (it says "polkit gave
+    no answer" after 5 s). Waits for that line, more than seen of them."""
+    def count():
+        return polkit.output().count("Terminating runaway script")
+    try:
+        wait_for(lambda: count() > seen, timeout=20, interval=0.2, what="polkitd's runaway line")
+    except AssertionError:
+        return False
+    sys.stderr.write("\npolkitd stalled itself for its runaway timeout (its log says so); that round is not pmqosd's\n")
+    return True
 
 
 def wait_for_result(attacker):
@@ -147,14 +186,21 @@ class TestFlood(AdversaryTestCase):
         log_before = len(self.caller_lines())
 
         a = self.attacker(NOBODY, "flood", self.CALLS)
-        worst, cookies, peak = 0.0, [], before
+        worst, cookies, peak, runaways = 0.0, [], before, 0
         while a.proc.poll() is None:
             import select
             if select.select([a.proc.stdout], [], [], 0)[0]:
                 break
             t = time.monotonic()
             r = honest.call("RequestLatency", "sib", "cpu_dma", 600, False)
-            worst = max(worst, time.monotonic() - t)
+            took = time.monotonic() - t
+            if (r[0] != "ok" and "polkit gave no answer" in r[2]) or took > 1.0 * TIME_SCALE:
+                if polkitd_lost_a_wakeup(self.polkit, runaways):
+                    runaways += 1
+                    if r[0] == "ok":
+                        self.assertEqual(honest.call("CancelRequest", "u", r[1][0])[0], "ok")
+                    continue
+            worst = max(worst, took)
             self.assertEqual(r[0], "ok", r)
             cookies.append(r[1][0])
             self.assertEqual(honest.call("CancelRequest", "u", cookies.pop())[0], "ok")
@@ -165,8 +211,9 @@ class TestFlood(AdversaryTestCase):
         a.close()
         peak = max(peak, rss_kib(pid))
         lines = len(self.caller_lines()) - log_before
-        sys.stderr.write("\nflood: %d calls in %.1f s; pmqosd RSS %d -> peak %d KiB; honest worst %.3f s; %d log lines\n"
-              % (self.CALLS, got["drained"], before, peak, worst, lines))
+        sys.stderr.write("\nflood: %d calls in %.1f s; pmqosd RSS %d -> peak %d KiB; honest worst %.3f s; %d log lines; "
+                         "polkitd stalled itself %d time(s)\n"
+                         % (self.CALLS, got["drained"], before, peak, worst, lines, runaways))
         asan = pmqosd_has_asan()
         if UNDER_WRAPPER:
             # The flooder runs at full speed and pmqosd 20-50 times slower: the
