@@ -111,111 +111,212 @@ static bool take_user_token(uid_t uid, unsigned long *ret_suppressed) {
         return take_token(user_bucket(uid, now_usec()), ret_suppressed);
 }
 
-static const char *usec_text(int32_t v, char buf[static 24]) {
-        if (v < 0)
-                return "none";
-        snprintf(buf, 24, "%" PRIi32 " µs", v);
-        return buf;
+/* An entry's text, built on the stack without a format string (a busy
+ * root client makes three entries a request): appends past the end are cut
+ * at a character boundary. */
+typedef struct Line {
+        char *buf;
+        size_t len, cap;
+} Line;
+
+#define LINE(name, size)                                                        \
+        char name##_buf[size];                                                  \
+        Line name = { .buf = name##_buf, .len = 0, .cap = sizeof(name##_buf) }; \
+        name##_buf[0] = 0
+
+static void add(Line *l, const char *s) {
+        size_t n = strlen(s), room = l->cap - 1 - l->len;
+        bool cut = n > room;
+        if (cut)
+                n = room;
+        memcpy(l->buf + l->len, s, n);
+        if (cut)
+                n = utf8_fit(l->buf + l->len, n);
+        l->len += n;
+        l->buf[l->len] = 0;
 }
 
-/* One entry, admitted by take_token(): message, and for a request its fields. */
-static void entry(const char *id, const Request *r, int32_t old, int32_t new, uid_t by_uid, const char *message,
+static void add_uint(Line *l, uint64_t v) {
+        char d[24];
+        size_t i = sizeof(d);
+        d[--i] = 0;
+        do
+                d[--i] = (char) ('0' + v % 10);
+        while ((v /= 10) > 0);
+        add(l, d + i);
+}
+
+static void add_int(Line *l, int64_t v) {
+        if (v < 0) {
+                add(l, "-");
+                add_uint(l, (uint64_t) - (v + 1) + 1);
+        } else
+                add_uint(l, (uint64_t) v);
+}
+
+static void add_usec(Line *l, int32_t v) {
+        if (v < 0) {
+                add(l, "none");
+                return;
+        }
+        add_int(l, v);
+        add(l, " µs");
+}
+
+/* One entry, admitted by take_token(): its text, and for a request its fields. */
+static void entry(const char *id, const Request *r, int32_t old, int32_t new, uid_t by_uid, Line *message,
                   unsigned long suppressed) {
-        char note[80] = "";
-        if (suppressed > 0)
-                snprintf(note, sizeof(note), " (%lu earlier entries were left out: too many at once)", suppressed);
+        if (suppressed > 0) {
+                add(message, " (");
+                add_uint(message, suppressed);
+                add(message, " earlier entries were left out: too many at once)");
+        }
         if (!audit_to_journal()) {
-                log_info("%s%s", message, note);
+                log_text(6, message->buf);
                 return;
         }
         if (r)
-                (void) sd_journal_send("MESSAGE=%s%s", message, note, "MESSAGE_ID=%s", id, "PRIORITY=6",
-                                       "COOKIE=%" PRIu32, r->cookie, "REQUEST_UID=%u", (unsigned) r->uid,
-                                       "REQUEST_PID=%d", (int) r->pid, "REQUEST_EXEC=%s", request_exec(r), "REASON=%s",
-                                       request_reason(r), "OLD_LATENCY=%" PRIi32, old, "NEW_LATENCY=%" PRIi32, new,
-                                       "BY_UID=%u", (unsigned) by_uid, "TYPE=%s", qos_type_to_string(r->type),
-                                       "SUPPRESSED=%lu", suppressed, NULL);
+                (void) sd_journal_send("MESSAGE=%s", message->buf, "MESSAGE_ID=%s", id, "PRIORITY=6", "COOKIE=%" PRIu32,
+                                       r->cookie, "REQUEST_UID=%u", (unsigned) r->uid, "REQUEST_PID=%d", (int) r->pid,
+                                       "REQUEST_EXEC=%s", request_exec(r), "REASON=%s", request_reason(r),
+                                       "OLD_LATENCY=%" PRIi32, old, "NEW_LATENCY=%" PRIi32, new, "BY_UID=%u",
+                                       (unsigned) by_uid, "TYPE=%s", qos_type_to_string(r->type), "SUPPRESSED=%lu",
+                                       suppressed, NULL);
         else
-                (void) sd_journal_send("MESSAGE=%s%s", message, note, "MESSAGE_ID=%s", id, "PRIORITY=6",
+                (void) sd_journal_send("MESSAGE=%s", message->buf, "MESSAGE_ID=%s", id, "PRIORITY=6",
                                        "OLD_LATENCY=%" PRIi32, old, "NEW_LATENCY=%" PRIi32, new, "SUPPRESSED=%lu",
                                        suppressed, NULL);
 }
 
 /* "request 7 of uid 1000 pid 4711 (ardour)" */
-static void who(const Request *r, char *buf, size_t size) {
-        snprintf(buf, size, "request %" PRIu32 " of uid %u pid %d (%s)", r->cookie, (unsigned) r->uid, (int) r->pid,
-                 request_exec(r)[0] ? request_exec(r) : "?");
+static void add_who(Line *l, const Request *r) {
+        add(l, "request ");
+        add_uint(l, r->cookie);
+        add(l, " of uid ");
+        add_uint(l, r->uid);
+        add(l, " pid ");
+        add_int(l, r->pid);
+        add(l, " (");
+        add(l, request_exec(r)[0] ? request_exec(r) : "?");
+        add(l, ")");
 }
+
+/* Room for the longest entry: who, a cleaned reason, a target, the note. */
+#define ENTRY_MAX (2 * PMQOS_EXEC_MAX + 4 * PMQOS_REASON_MAX + 4200)
 
 void audit_request_added(const Request *r) {
         unsigned long suppressed;
         if (!take_user_token(r->uid, &suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
-        char w[PMQOS_EXEC_MAX + 64], v[24], msg[2 * PMQOS_EXEC_MAX + 4 * PMQOS_REASON_MAX + 4200];
-        who(r, w, sizeof(w));
+        LINE(msg, ENTRY_MAX);
+        add(&msg, "New ");
+        add_who(&msg, r);
+        add(&msg, ": ");
+        add_usec(&msg, r->value);
+        if (r->type == QOS_TYPE_CPU_WAKEUP)
+                add(&msg, " of cpu_wakeup");
+        if (r->n_cpus)
+                add(&msg, " on some CPUs");
+        if (r->persistent)
+                add(&msg, ", persistent");
+        if (r->hold == HOLD_FD)
+                add(&msg, ", held by a descriptor");
+        if (r->target) { /* cleaned where it was read (sys/target.c) */
+                add(&msg, ", bound to ");
+                add(&msg, r->target);
+        }
         /* The caller's words: no newline or escape sequence reaches the log
          * line (the journal's REASON= field keeps them as they are). */
         const char *raw = request_reason(r);
-        char *reason = text_clean(raw, strlen(raw), 4 * PMQOS_REASON_MAX);
-        /* The target is cleaned where it was read (sys/target.c). */
-        snprintf(msg, sizeof(msg), "New %s: %s%s%s%s%s%s%s%s%s.", w, usec_text(r->value, v),
-                 r->type == QOS_TYPE_CPU_WAKEUP ? " of cpu_wakeup" : "", r->n_cpus ? " on some CPUs" : "",
-                 r->persistent ? ", persistent" : "", r->hold == HOLD_FD ? ", held by a descriptor" : "",
-                 r->target ? ", bound to " : "", r->target ? r->target : "", raw[0] ? ", reason: " : "",
-                 reason ? reason : "?");
-        free(reason);
-        entry(AUDIT_ID_REQUEST_ADDED, r, PMQOS_LATENCY_NONE, r->value, r->uid, msg, suppressed);
+        if (raw[0]) {
+                char *reason = text_clean(raw, strlen(raw), 4 * PMQOS_REASON_MAX);
+                add(&msg, ", reason: ");
+                add(&msg, reason ? reason : "?");
+                free(reason);
+        }
+        add(&msg, ".");
+        entry(AUDIT_ID_REQUEST_ADDED, r, PMQOS_LATENCY_NONE, r->value, r->uid, &msg, suppressed);
 }
 
 void audit_request_changed(const Request *r, int32_t old, uid_t by_uid) {
         unsigned long suppressed;
         if (!take_user_token(by_uid, &suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
-        char w[PMQOS_EXEC_MAX + 64], a[24], b[24], msg[PMQOS_EXEC_MAX + 160];
-        who(r, w, sizeof(w));
-        snprintf(msg, sizeof(msg), "Changed %s from %s to %s (by uid %u).", w, usec_text(old, a),
-                 usec_text(r->value, b), (unsigned) by_uid);
-        entry(AUDIT_ID_REQUEST_CHANGED, r, old, r->value, by_uid, msg, suppressed);
+        LINE(msg, PMQOS_EXEC_MAX + 256);
+        add(&msg, "Changed ");
+        add_who(&msg, r);
+        add(&msg, " from ");
+        add_usec(&msg, old);
+        add(&msg, " to ");
+        add_usec(&msg, r->value);
+        add(&msg, " (by uid ");
+        add_uint(&msg, by_uid);
+        add(&msg, ").");
+        entry(AUDIT_ID_REQUEST_CHANGED, r, old, r->value, by_uid, &msg, suppressed);
+}
+
+static const char *end_reason(const Request *r, AuditEnd how) {
+        switch (how) {
+        case AUDIT_END_OWNER_LEFT:
+                return r->hold == HOLD_FD        ? "its descriptor was closed"
+                       : r->hold == HOLD_PROCESS ? "its process exited"
+                       : r->hold == HOLD_CGROUP  ? "its cgroup has no process left"
+                                                 : "its owner left the bus";
+        case AUDIT_END_EXPIRED:
+                return "it expired";
+        case AUDIT_END_UNIT_INACTIVE:
+                return "its unit is no longer active";
+        default:
+                return "its rule changed or systemd left";
+        }
 }
 
 void audit_request_ended(const Request *r, int32_t value, AuditEnd how, uid_t by_uid) {
         unsigned long suppressed;
         if (!take_user_token(how == AUDIT_END_CANCELLED ? by_uid : r->uid, &suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
-        char w[PMQOS_EXEC_MAX + 64], v[24], why[48], msg[PMQOS_EXEC_MAX + 160];
-        who(r, w, sizeof(w));
-        if (how == AUDIT_END_CANCELLED)
-                snprintf(why, sizeof(why), "cancelled by uid %u", (unsigned) by_uid);
-        else
-                snprintf(why, sizeof(why), "%s",
-                         how == AUDIT_END_OWNER_LEFT && r->hold == HOLD_FD        ? "its descriptor was closed"
-                         : how == AUDIT_END_OWNER_LEFT && r->hold == HOLD_PROCESS ? "its process exited"
-                         : how == AUDIT_END_OWNER_LEFT && r->hold == HOLD_CGROUP  ? "its cgroup has no process left"
-                         : how == AUDIT_END_OWNER_LEFT                            ? "its owner left the bus"
-                         : how == AUDIT_END_EXPIRED                               ? "it expired"
-                         : how == AUDIT_END_UNIT_INACTIVE                         ? "its unit is no longer active"
-                                                                                  : "its rule changed or systemd left");
-        snprintf(msg, sizeof(msg), "Ended %s, %s: %s.", w, usec_text(value, v), why);
-        entry(AUDIT_ID_REQUEST_ENDED, r, value, PMQOS_LATENCY_NONE, by_uid, msg, suppressed);
+        LINE(msg, PMQOS_EXEC_MAX + 256);
+        add(&msg, "Ended ");
+        add_who(&msg, r);
+        add(&msg, ", ");
+        add_usec(&msg, value);
+        add(&msg, ": ");
+        if (how == AUDIT_END_CANCELLED) {
+                add(&msg, "cancelled by uid ");
+                add_uint(&msg, by_uid);
+        } else
+                add(&msg, end_reason(r, how));
+        add(&msg, ".");
+        entry(AUDIT_ID_REQUEST_ENDED, r, value, PMQOS_LATENCY_NONE, by_uid, &msg, suppressed);
 }
 
 void audit_floor_changed(int32_t old, int32_t new, const char *what) {
         unsigned long suppressed;
         (void) take_token(NULL, &suppressed); /* the administrator's: never left out */
-        char a[24], b[24], msg[256];
-        snprintf(msg, sizeof(msg), "The floor went from %s to %s: %s.", usec_text(old, a), usec_text(new, b), what);
-        entry(AUDIT_ID_FLOOR_CHANGED, NULL, old, new, 0, msg, suppressed);
+        LINE(msg, 384);
+        add(&msg, "The floor went from ");
+        add_usec(&msg, old);
+        add(&msg, " to ");
+        add_usec(&msg, new);
+        add(&msg, ": ");
+        add(&msg, what);
+        add(&msg, ".");
+        entry(AUDIT_ID_FLOOR_CHANGED, NULL, old, new, 0, &msg, suppressed);
 }
 
 void audit_latency_changed(QosType type, int32_t old, int32_t new) {
         unsigned long suppressed;
         if (!take_token(&shared, &suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
-        char a[24], b[24], msg[128];
-        snprintf(msg, sizeof(msg), "The effective %slatency bound went from %s to %s.",
-                 type == QOS_TYPE_CPU_WAKEUP ? "wakeup " : "", usec_text(old, a), usec_text(new, b));
+        LINE(msg, 256);
+        add(&msg, type == QOS_TYPE_CPU_WAKEUP ? "The effective wakeup latency bound went from "
+                                              : "The effective latency bound went from ");
+        add_usec(&msg, old);
+        add(&msg, " to ");
+        add_usec(&msg, new);
+        add(&msg, ".");
         entry(type == QOS_TYPE_CPU_WAKEUP ? AUDIT_ID_WAKEUP_LATENCY_CHANGED : AUDIT_ID_LATENCY_CHANGED, NULL, old, new,
-              0, msg, suppressed);
+              0, &msg, suppressed);
 }
 
 void audit_kernel_ignores_writes(const char *path, int32_t reported, int32_t asked) {

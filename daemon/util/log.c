@@ -2,12 +2,16 @@
 /* syslog-style "<N>" prefixes let journald file each line at its level. */
 
 #include "util/log.h"
+#include "util/text.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -22,27 +26,38 @@ bool log_is_verbose(void) {
         return verbose;
 }
 
-static void log_va(int level, const char *fmt, va_list ap) {
-        char line[2048];
-        int n = vsnprintf(line, sizeof(line), fmt, ap);
-        /* A line cut short ends at a character, never inside one: the log stays UTF-8. */
-        if (n >= (int) sizeof(line)) {
-                size_t len = sizeof(line) - 1, start = len;
-                while (start > 0 && ((unsigned char) line[start - 1] & 0xc0) == 0x80)
-                        start--; /* back over the continuation bytes at the end */
-                if (start > 0) {
-                        unsigned char lead = (unsigned char) line[start - 1];
-                        size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
-                        if (start - 1 + need > len)
-                                line[start - 1] = 0; /* that character did not fit whole */
-                }
-        }
+/* One line to stderr in one write (atomic on a pipe: the polkit thread logs
+ * too), cut at LOG_LINE_MAX bytes at a character boundary: the log stays UTF-8. */
+static void write_line(int level, const char *text, size_t len) {
+        if (len > LOG_LINE_MAX)
+                len = utf8_fit(text, LOG_LINE_MAX);
         if (journal_prefix < 0)
                 journal_prefix = getenv("JOURNAL_STREAM") != NULL;
+        char prefix[16] = "pmqosd: ";
         if (journal_prefix)
-                fprintf(stderr, "<%d>%s\n", level, line);
-        else
-                fprintf(stderr, "pmqosd: %s\n", line);
+                snprintf(prefix, sizeof(prefix), "<%d>", level);
+        struct iovec iov[] = {
+                { .iov_base = prefix, .iov_len = strlen(prefix) },
+                { .iov_base = (void *) text, .iov_len = len },
+                { .iov_base = (void *) "\n", .iov_len = 1 },
+        };
+        (void) writev(STDERR_FILENO, iov, 3);
+}
+
+static void log_va(int level, const char *fmt, va_list ap) {
+        char line[LOG_LINE_MAX + 1];
+        int n = vsnprintf(line, sizeof(line), fmt, ap);
+        if (n < 0)
+                return;
+        /* A line vsnprintf cut ends at a character, never inside one. */
+        size_t len = (size_t) n < sizeof(line) ? (size_t) n : utf8_fit(line, sizeof(line) - 1);
+        write_line(level, line, len);
+}
+
+void log_text(int level, const char *text) {
+        if (level >= 7 && !verbose)
+                return;
+        write_line(level, text, strlen(text));
 }
 
 #define LOG_FN(name, level, cond)         \

@@ -9,6 +9,10 @@ bool log_is_verbose(void);
 
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* text as it is (no format), at level (syslog's: 3 error ... 7 debug). */
+void log_text(int level, const char *text);
+/* The longest line, in bytes; a longer one is cut at a character boundary. */
+#define LOG_LINE_MAX 2047u
 void log_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -39,6 +39,20 @@ static size_t utf8_sequence(const unsigned char *s, size_t n, uint32_t *ret_cp) 
         return len;
 }
 
+/* The first len bytes of s, less a last character that is not whole. */
+size_t utf8_fit(const char *s, size_t len) {
+        size_t start = len;
+        while (start > 0 && ((unsigned char) s[start - 1] & 0xc0) == 0x80)
+                start--; /* back over the continuation bytes at the end */
+        if (start > 0) {
+                unsigned char lead = (unsigned char) s[start - 1];
+                size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+                if (start - 1 + need > len)
+                        return start - 1;
+        }
+        return len;
+}
+
 bool utf8_is_valid(const char *s, size_t len) {
         const unsigned char *p = (const unsigned char *) s;
         for (size_t i = 0; i < len;) {

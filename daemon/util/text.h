@@ -9,6 +9,9 @@
 /* Whether s[0..len) is valid UTF-8 (no overlong forms, no surrogates, no
  * code point above U+10FFFF). */
 bool utf8_is_valid(const char *s, size_t len);
+/* The first len bytes of s, less a last character that is not whole: where
+ * a cut at len keeps UTF-8 whole. */
+size_t utf8_fit(const char *s, size_t len);
 
 /* Copies s[0..len) into a new NUL-terminated string of at most max bytes (a
  * max below 8 counts as 8): bytes that are not part of valid UTF-8, NUL, C0

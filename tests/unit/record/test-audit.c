@@ -64,6 +64,42 @@ START_TEST(test_what_each_entry_says) {
 }
 END_TEST
 
+static void variants(void) {
+        req->persistent = true;
+        req->type = QOS_TYPE_CPU_WAKEUP;
+        free(req->reason);
+        req->reason = strdup(""); /* no reason: no ", reason:" */
+        audit_request_added(req);
+        req->persistent = false;
+        req->type = QOS_TYPE_CPU_DMA;
+        req->hold = HOLD_FD;
+        req->value = PMQOS_LATENCY_NONE;
+        req->pid = -1;
+        audit_request_added(req);
+        req->hold = HOLD_PROCESS;
+        req->target = strdup("pid 99 (cyclictest)");
+        req->value = 2000000000;
+        audit_request_added(req);
+        audit_request_ended(req, 2000000000, AUDIT_END_OWNER_LEFT, 0);
+        audit_request_ended(req, 5, AUDIT_END_UNIT_INACTIVE, 0);
+}
+
+/* The entries are built without a format string (a root client's three a
+ * request were most of its cost): every piece in its place. */
+START_TEST(test_each_variant_of_an_entry) {
+        char *out = unit_capture_stderr(variants);
+        ck_assert_ptr_nonnull(strstr(out, "New request 7 of uid 1000 pid 4711 (ardour --session x): 20 µs of "
+                                          "cpu_wakeup, persistent.\n"));
+        ck_assert_ptr_nonnull(strstr(out, "New request 7 of uid 1000 pid -1 (ardour --session x): none, held by a "
+                                          "descriptor.\n"));
+        ck_assert_ptr_nonnull(strstr(out, "New request 7 of uid 1000 pid -1 (ardour --session x): 2000000000 µs, "
+                                          "bound to pid 99 (cyclictest).\n"));
+        ck_assert_ptr_nonnull(strstr(out, "(ardour --session x), 2000000000 µs: its process exited.\n"));
+        ck_assert_ptr_nonnull(strstr(out, "(ardour --session x), 5 µs: its unit is no longer active.\n"));
+        free(out);
+}
+END_TEST
+
 static void flood(void) {
         for (int i = 0; i < 1000; i++)
                 audit_latency_changed(QOS_TYPE_CPU_DMA, i, i + 1);
@@ -99,6 +135,7 @@ int main(void) {
         TCase *tc = tcase_create("core");
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_what_each_entry_says);
+        tcase_add_test(tc, test_each_variant_of_an_entry);
         tcase_add_test(tc, test_flood_is_limited_and_counted);
         tcase_add_test(tc, test_journal_stream_must_be_ours);
         suite_add_tcase(s, tc);

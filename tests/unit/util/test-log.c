@@ -31,6 +31,27 @@ START_TEST(test_long_line_cut_at_a_character) {
 }
 END_TEST
 
+static void long_text(void) {
+        char text[5001] = "x";
+        for (size_t i = 1; i + 2 <= 5000; i += 2)
+                memcpy(text + i, "\xc3\xa9", 2);
+        text[4999] = 0;
+        log_text(6, text); /* "pmqosd: " and "x": the cut at 2047 lands inside an "é" */
+        log_text(7, "not verbose: not written");
+}
+
+START_TEST(test_text_cut_at_a_character) {
+        char *out = unit_capture_stderr(long_text);
+        size_t len = strlen(out);
+        ck_assert_uint_gt(len, 2000);
+        ck_assert_uint_lt(len, 2100);
+        ck_assert(utf8_is_valid(out, len));
+        ck_assert_ptr_null(strstr(out, "not verbose"));
+        ck_assert_ptr_nonnull(strstr(out, "pmqosd: x\xc3\xa9"));
+        free(out);
+}
+END_TEST
+
 static void flood(void) {
         for (int i = 0; i < 1000; i++)
                 log_caller_warning("caller %d failed", i);
@@ -87,6 +108,7 @@ int main(void) {
         TCase *tc = tcase_create("log");
         tcase_add_test(tc, test_flood_is_cut);
         tcase_add_test(tc, test_long_line_cut_at_a_character);
+        tcase_add_test(tc, test_text_cut_at_a_character);
         tcase_add_test(tc, test_errno_spelled_out);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_NOFORK);
