@@ -87,7 +87,7 @@ struct Auth {
 
 AuthQuery *auth_query_free(AuthQuery *q); /* either thread, once the other let go */
 
-/* Run on the polkit thread (g_main_context_invoke(), g_thread_new()). */
+/* Run on the polkit thread (an idle source on its context, g_thread_new()). */
 gboolean auth_thread_start_check(gpointer userdata); /* userdata: the AuthQuery */
 gboolean auth_thread_stop(gpointer userdata);        /* userdata: the Auth */
 gpointer auth_thread_main(gpointer userdata);        /* userdata: the Auth */

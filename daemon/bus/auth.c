@@ -5,7 +5,7 @@
  * loop into sd-event (two schedulers, re-entrancy when GLib dispatches from
  * inside an sd-event callback), the context runs on one dedicated thread that
  * does nothing but polkit: the main thread hands it a query with
- * g_main_context_invoke(), the thread calls
+ * an idle source on its context, the thread calls
  * polkit_authority_check_authorization() asynchronously, and the answer comes
  * back through a mutex-protected queue and an eventfd that sd-event watches.
  * Only the main thread ever touches the daemon's state or runs callbacks. */
@@ -85,6 +85,17 @@ static unsigned owner_in_flight(Auth *a, uint32_t owner) {
         return c ? c->n : 0;
 }
 
+/* fn on the polkit thread, always: g_main_context_invoke() would run it
+ * here when the thread does not hold the context yet (its context is GLib's
+ * default one, which is also this thread's default). */
+static void run_on_thread(Auth *a, GSourceFunc fn, void *data) {
+        GSource *s = g_idle_source_new();
+        g_source_set_priority(s, G_PRIORITY_DEFAULT);
+        g_source_set_callback(s, fn, data, NULL);
+        g_source_attach(s, a->context);
+        g_source_unref(s);
+}
+
 static int dispatch(Auth *a, AuthQuery *q) {
         OwnerCount *c = hashmap_get(&a->in_flight_by_owner, &q->owner);
         if (!c) {
@@ -100,7 +111,7 @@ static int dispatch(Auth *a, AuthQuery *q) {
         c->n++;
         q->in_flight = true;
         a->n_in_flight++;
-        g_main_context_invoke(a->context, auth_thread_start_check, q);
+        run_on_thread(a, auth_thread_start_check, q);
         return 0;
 }
 
@@ -264,7 +275,7 @@ Auth *auth_free(Auth *a) {
         }
         while (a->wait_head)
                 wait_unlink(a, a->wait_head); /* still on the live list, freed below */
-        g_main_context_invoke(a->context, auth_thread_stop, a);
+        run_on_thread(a, auth_thread_stop, a);
         g_thread_join(a->thread);
 
         while (a->done_head) {
