@@ -80,7 +80,8 @@ static gboolean on_check_timeout(gpointer userdata) {
         g_mutex_unlock(&q->auth->lock);
         q->result = AUTH_UNAVAILABLE;
         queue_answer(q->auth, q, false);
-        g_cancellable_cancel(q->cancellable);
+        if (q->interactive) /* a non-interactive check keeps its place at polkitd until polkitd answers */
+                g_cancellable_cancel(q->cancellable);
         return G_SOURCE_REMOVE;
 }
 
@@ -124,8 +125,8 @@ static void start_call(Auth *a, AuthQuery *q) {
         g_autoptr(PolkitSubject) subject = polkit_system_bus_name_new(q->bus_name);
         PolkitCheckAuthorizationFlags flags = q->interactive ? POLKIT_CHECK_AUTHORIZATION_FLAGS_ALLOW_USER_INTERACTION
                                                              : POLKIT_CHECK_AUTHORIZATION_FLAGS_NONE;
-        polkit_authority_check_authorization(a->authority, subject, q->action, NULL, flags, q->cancellable,
-                                             on_check_done, q);
+        polkit_authority_check_authorization(a->authority, subject, q->action, NULL, flags,
+                                             q->interactive ? q->cancellable : a->stop_cancellable, on_check_done, q);
 }
 
 static void on_authority(GObject *source, GAsyncResult *res, gpointer userdata) {
@@ -137,6 +138,7 @@ static void on_authority(GObject *source, GAsyncResult *res, gpointer userdata) 
         if (!a->authority && !g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
                 log_warning("polkit unreachable: %s", error->message);
         g_clear_object(&a->get_cancellable);
+        g_clear_object(&a->bus);
         AuthQuery *q = a->awaiting_head;
         a->awaiting_head = a->awaiting_tail = NULL;
         while (q) {
@@ -159,17 +161,18 @@ static void get_authority(Auth *a, AuthQuery *q) {
         if (a->get_cancellable)
                 return; /* on its way */
 
-        /* pmqosd owns its exit: losing the bus must not raise SIGTERM behind its back. */
+        /* pmqosd owns its exit: losing the bus must not raise SIGTERM behind
+         * its back. GLib keeps the shared connection only while someone holds
+         * it: held until the proxy has it, or a worker thread would make a
+         * new one, exiting on close. */
         g_autoptr(GError) error = NULL;
-        g_autoptr(GDBusConnection) bus = g_bus_get_sync(G_BUS_TYPE_SYSTEM, NULL, &error);
-        if (!bus) {
+        a->bus = g_bus_get_sync(G_BUS_TYPE_SYSTEM, NULL, &error);
+        a->get_cancellable = g_cancellable_new();
+        if (!a->bus) {
                 log_warning("polkit unreachable: cannot connect to the system bus: %s", error->message);
-                a->get_cancellable = g_cancellable_new();
                 g_cancellable_cancel(a->get_cancellable);
-        } else {
-                g_dbus_connection_set_exit_on_close(bus, FALSE);
-                a->get_cancellable = g_cancellable_new();
-        }
+        } else
+                g_dbus_connection_set_exit_on_close(a->bus, FALSE);
         polkit_authority_get_async(a->get_cancellable, on_authority, a);
 }
 
@@ -194,6 +197,7 @@ gboolean auth_thread_stop(gpointer userdata) {
         a->stopping = true;
         if (a->get_cancellable)
                 g_cancellable_cancel(a->get_cancellable);
+        g_cancellable_cancel(a->stop_cancellable);
         thread_maybe_quit(a);
         return G_SOURCE_REMOVE;
 }

@@ -68,7 +68,15 @@ struct Auth {
 
         /* GLib thread only. */
         PolkitAuthority *authority;
-        GCancellable *get_cancellable;            /* while the authority is being made */
+        GCancellable *get_cancellable; /* while the authority is being made */
+        GDBusConnection *bus;          /* held until then: see get_authority() */
+        /* A non-interactive check is not cancelled when it times out or its
+         * caller leaves: polkit-gobject-1 would return at once while polkitd
+         * still has it, and its place would go to the next one (a stalled
+         * polkitd would be handed check after check). Only the stop cancels
+         * it. An interactive one (at most one a user) is cancelled, so that
+         * the agent's dialog goes. */
+        GCancellable *stop_cancellable;
         AuthQuery *awaiting_head, *awaiting_tail; /* checks that wait for it */
         unsigned in_flight;
         bool stopping;

@@ -254,6 +254,7 @@ int auth_new(Auth **ret, sd_event *event, unsigned max_in_flight) {
          * subscription (a restarted polkitd) is dispatched there. */
         a->context = g_main_context_ref(g_main_context_default());
         a->loop = g_main_loop_new(a->context, FALSE);
+        a->stop_cancellable = g_cancellable_new();
         a->thread = g_thread_new("pmqosd-polkit", auth_thread_main, a);
         *ret = a;
         return 0;
@@ -294,6 +295,7 @@ Auth *auth_free(Auth *a) {
 
         g_main_loop_unref(a->loop);
         g_main_context_unref(a->context);
+        g_object_unref(a->stop_cancellable);
         sd_event_source_disable_unref(a->event_source);
         close(a->efd);
         g_mutex_clear(&a->lock);

@@ -6,6 +6,7 @@ adversary.py)."""
 import os
 import pwd
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -130,6 +131,37 @@ class TestPolkitLockout(AdversaryTestCase):
         self.assertIntact()
         wait_for(lambda: self.try_member(), timeout=30 * TIME_SCALE, interval=0.2, what="a member served again")
 
+    def test_stalled_polkitd_is_handed_no_more_than_its_places(self):
+        """MaxPolkitChecksInFlight=1 and polkitd stopped once it answered:
+        the first check is refused at 5 s and keeps its place at polkitd
+        until polkitd answers, so the next user's check waits here. Before,
+        the refusal freed the place (polkit-gobject-1 returns a cancelled
+        call at once): each 5 s one more check went to the stalled polkitd,
+        and with the default 32 places pmqosd's polkit connection reached
+        dbus-daemon's 128 pending replies after 34 s."""
+        self.restart(config="MaxPolkitChecksInFlight=1\n")
+        self.assertTrue(self.try_member())  # polkit's proxy made, polkitd answering
+        first = self.peer(uid=polkit_uid("plain"))
+        u = pwd.getpwnam(POLKIT_USERS["member2"])
+        second = self.peer(uid=u.pw_uid, gid=u.pw_gid)
+        os.kill(self.polkit.proc.pid, signal.SIGSTOP)
+        try:
+            first.send_call("RequestLatency", "sib", "cpu_dma", 651, False)
+            time.sleep(0.3)
+            second.send_call("RequestLatency", "sib", "cpu_dma", 652, False)
+            r = first.receive_call()
+            self.assertEqual(r[:2], ("error", ACCESS_DENIED), r)
+            self.assertIn("polkit gave no answer", r[2])
+            # Not handed to polkitd while the first still has the place.
+            waited = select.select([second.proc.stdout], [], [], 7.0)[0]
+            self.assertEqual(waited, [], "the second check went to the stalled polkitd")
+        finally:
+            os.kill(self.polkit.proc.pid, signal.SIGCONT)
+        r = second.receive_call()
+        self.assertEqual(r[0], "ok", r)  # a member, answered once polkitd is back
+        self.assertEqual(second.call("CancelRequest", "u", r[1][0])[0], "ok")
+        self.assertIntact()
+
     def try_member(self):
         u = pwd.getpwnam(POLKIT_USERS["member"])
         m = self.peer(uid=u.pw_uid, gid=u.pw_gid)
@@ -188,7 +220,6 @@ class TestFlood(AdversaryTestCase):
         a = self.attacker(NOBODY, "flood", self.CALLS)
         worst, cookies, peak, runaways = 0.0, [], before, 0
         while a.proc.poll() is None:
-            import select
             if select.select([a.proc.stdout], [], [], 0)[0]:
                 break
             t = time.monotonic()
