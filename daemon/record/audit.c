@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/text-buffer.h"
 #include "util/text.h"
 #include "model/validate.h"
 
@@ -111,130 +112,86 @@ static bool take_user_token(uid_t uid, unsigned long *ret_suppressed) {
         return take_token(user_bucket(uid, now_usec()), ret_suppressed);
 }
 
-/* An entry's text, built on the stack without a format string (a busy
- * root client makes three entries a request): appends past the end are cut
- * at a character boundary. */
-typedef struct Line {
-        char *buf;
-        size_t len, cap;
-} Line;
-
-#define LINE(name, size)                                                        \
-        char name##_buf[size];                                                  \
-        Line name = { .buf = name##_buf, .len = 0, .cap = sizeof(name##_buf) }; \
-        name##_buf[0] = 0
-
-static void add(Line *l, const char *s) {
-        size_t n = strlen(s), room = l->cap - 1 - l->len;
-        bool cut = n > room;
-        if (cut)
-                n = room;
-        memcpy(l->buf + l->len, s, n);
-        if (cut)
-                n = utf8_fit(l->buf + l->len, n);
-        l->len += n;
-        l->buf[l->len] = 0;
-}
-
-static void add_uint(Line *l, uint64_t v) {
-        char d[24];
-        size_t i = sizeof(d);
-        d[--i] = 0;
-        do
-                d[--i] = (char) ('0' + v % 10);
-        while ((v /= 10) > 0);
-        add(l, d + i);
-}
-
-static void add_int(Line *l, int64_t v) {
+/* An entry's text is built without a format string: a busy root client
+ * makes three entries a request. */
+static void add_usec(TextBuffer *l, int32_t v) {
         if (v < 0) {
-                add(l, "-");
-                add_uint(l, (uint64_t) - (v + 1) + 1);
-        } else
-                add_uint(l, (uint64_t) v);
-}
-
-static void add_usec(Line *l, int32_t v) {
-        if (v < 0) {
-                add(l, "none");
+                text_append(l, "none");
                 return;
         }
-        add_int(l, v);
-        add(l, " µs");
+        text_append_int(l, v);
+        text_append(l, " µs");
 }
 
-/* One entry, admitted by take_token(): its text, and for a request its fields. */
-static void entry(const char *id, const Request *r, int32_t old, int32_t new, uid_t by_uid, Line *message,
+/* One entry, admitted by take_token(): its text (freed here), and for a
+ * request its fields. */
+static void entry(const char *id, const Request *r, int32_t old, int32_t new, uid_t by_uid, TextBuffer *message,
                   unsigned long suppressed) {
         if (suppressed > 0) {
-                add(message, " (");
-                add_uint(message, suppressed);
-                add(message, " earlier entries were left out: too many at once)");
+                text_append(message, " (");
+                text_append_uint(message, suppressed);
+                text_append(message, " earlier entries were left out: too many at once)");
         }
-        if (!audit_to_journal()) {
-                log_text(6, message->buf);
-                return;
-        }
-        if (r)
-                (void) sd_journal_send("MESSAGE=%s", message->buf, "MESSAGE_ID=%s", id, "PRIORITY=6", "COOKIE=%" PRIu32,
+        const char *text = message->oom || !message->data ? "(out of memory)" : message->data;
+        if (!audit_to_journal())
+                log_text(6, text);
+        else if (r)
+                (void) sd_journal_send("MESSAGE=%s", text, "MESSAGE_ID=%s", id, "PRIORITY=6", "COOKIE=%" PRIu32,
                                        r->cookie, "REQUEST_UID=%u", (unsigned) r->uid, "REQUEST_PID=%d", (int) r->pid,
                                        "REQUEST_EXEC=%s", request_exec(r), "REASON=%s", request_reason(r),
                                        "OLD_LATENCY=%" PRIi32, old, "NEW_LATENCY=%" PRIi32, new, "BY_UID=%u",
                                        (unsigned) by_uid, "TYPE=%s", qos_type_to_string(r->type), "SUPPRESSED=%lu",
                                        suppressed, NULL);
         else
-                (void) sd_journal_send("MESSAGE=%s", message->buf, "MESSAGE_ID=%s", id, "PRIORITY=6",
-                                       "OLD_LATENCY=%" PRIi32, old, "NEW_LATENCY=%" PRIi32, new, "SUPPRESSED=%lu",
-                                       suppressed, NULL);
+                (void) sd_journal_send("MESSAGE=%s", text, "MESSAGE_ID=%s", id, "PRIORITY=6", "OLD_LATENCY=%" PRIi32,
+                                       old, "NEW_LATENCY=%" PRIi32, new, "SUPPRESSED=%lu", suppressed, NULL);
+        free(message->data);
 }
 
 /* "request 7 of uid 1000 pid 4711 (ardour)" */
-static void add_who(Line *l, const Request *r) {
-        add(l, "request ");
-        add_uint(l, r->cookie);
-        add(l, " of uid ");
-        add_uint(l, r->uid);
-        add(l, " pid ");
-        add_int(l, r->pid);
-        add(l, " (");
-        add(l, request_exec(r)[0] ? request_exec(r) : "?");
-        add(l, ")");
+static void add_who(TextBuffer *l, const Request *r) {
+        text_append(l, "request ");
+        text_append_uint(l, r->cookie);
+        text_append(l, " of uid ");
+        text_append_uint(l, r->uid);
+        text_append(l, " pid ");
+        text_append_int(l, r->pid);
+        text_append(l, " (");
+        text_append(l, request_exec(r)[0] ? request_exec(r) : "?");
+        text_append(l, ")");
 }
-
-/* Room for the longest entry: who, a cleaned reason, a target, the note. */
-#define ENTRY_MAX (2 * PMQOS_EXEC_MAX + 4 * PMQOS_REASON_MAX + 4200)
 
 void audit_request_added(const Request *r) {
         unsigned long suppressed;
         if (!take_user_token(r->uid, &suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
-        LINE(msg, ENTRY_MAX);
-        add(&msg, "New ");
+        TextBuffer msg = {};
+        text_append(&msg, "New ");
         add_who(&msg, r);
-        add(&msg, ": ");
+        text_append(&msg, ": ");
         add_usec(&msg, r->value);
         if (r->type == QOS_TYPE_CPU_WAKEUP)
-                add(&msg, " of cpu_wakeup");
+                text_append(&msg, " of cpu_wakeup");
         if (r->n_cpus)
-                add(&msg, " on some CPUs");
+                text_append(&msg, " on some CPUs");
         if (r->persistent)
-                add(&msg, ", persistent");
+                text_append(&msg, ", persistent");
         if (r->hold == HOLD_FD)
-                add(&msg, ", held by a descriptor");
+                text_append(&msg, ", held by a descriptor");
         if (r->target) { /* cleaned where it was read (sys/target.c) */
-                add(&msg, ", bound to ");
-                add(&msg, r->target);
+                text_append(&msg, ", bound to ");
+                text_append(&msg, r->target);
         }
         /* The caller's words: no newline or escape sequence reaches the log
          * line (the journal's REASON= field keeps them as they are). */
         const char *raw = request_reason(r);
         if (raw[0]) {
                 char *reason = text_clean(raw, strlen(raw), 4 * PMQOS_REASON_MAX);
-                add(&msg, ", reason: ");
-                add(&msg, reason ? reason : "?");
+                text_append(&msg, ", reason: ");
+                text_append(&msg, reason ? reason : "?");
                 free(reason);
         }
-        add(&msg, ".");
+        text_append(&msg, ".");
         entry(AUDIT_ID_REQUEST_ADDED, r, PMQOS_LATENCY_NONE, r->value, r->uid, &msg, suppressed);
 }
 
@@ -242,16 +199,16 @@ void audit_request_changed(const Request *r, int32_t old, uid_t by_uid) {
         unsigned long suppressed;
         if (!take_user_token(by_uid, &suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
-        LINE(msg, PMQOS_EXEC_MAX + 256);
-        add(&msg, "Changed ");
+        TextBuffer msg = {};
+        text_append(&msg, "Changed ");
         add_who(&msg, r);
-        add(&msg, " from ");
+        text_append(&msg, " from ");
         add_usec(&msg, old);
-        add(&msg, " to ");
+        text_append(&msg, " to ");
         add_usec(&msg, r->value);
-        add(&msg, " (by uid ");
-        add_uint(&msg, by_uid);
-        add(&msg, ").");
+        text_append(&msg, " (by uid ");
+        text_append_uint(&msg, by_uid);
+        text_append(&msg, ").");
         entry(AUDIT_ID_REQUEST_CHANGED, r, old, r->value, by_uid, &msg, suppressed);
 }
 
@@ -275,32 +232,32 @@ void audit_request_ended(const Request *r, int32_t value, AuditEnd how, uid_t by
         unsigned long suppressed;
         if (!take_user_token(how == AUDIT_END_CANCELLED ? by_uid : r->uid, &suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
-        LINE(msg, PMQOS_EXEC_MAX + 256);
-        add(&msg, "Ended ");
+        TextBuffer msg = {};
+        text_append(&msg, "Ended ");
         add_who(&msg, r);
-        add(&msg, ", ");
+        text_append(&msg, ", ");
         add_usec(&msg, value);
-        add(&msg, ": ");
+        text_append(&msg, ": ");
         if (how == AUDIT_END_CANCELLED) {
-                add(&msg, "cancelled by uid ");
-                add_uint(&msg, by_uid);
+                text_append(&msg, "cancelled by uid ");
+                text_append_uint(&msg, by_uid);
         } else
-                add(&msg, end_reason(r, how));
-        add(&msg, ".");
+                text_append(&msg, end_reason(r, how));
+        text_append(&msg, ".");
         entry(AUDIT_ID_REQUEST_ENDED, r, value, PMQOS_LATENCY_NONE, by_uid, &msg, suppressed);
 }
 
 void audit_floor_changed(int32_t old, int32_t new, const char *what) {
         unsigned long suppressed;
         (void) take_token(NULL, &suppressed); /* the administrator's: never left out */
-        LINE(msg, 384);
-        add(&msg, "The floor went from ");
+        TextBuffer msg = {};
+        text_append(&msg, "The floor went from ");
         add_usec(&msg, old);
-        add(&msg, " to ");
+        text_append(&msg, " to ");
         add_usec(&msg, new);
-        add(&msg, ": ");
-        add(&msg, what);
-        add(&msg, ".");
+        text_append(&msg, ": ");
+        text_append(&msg, what);
+        text_append(&msg, ".");
         entry(AUDIT_ID_FLOOR_CHANGED, NULL, old, new, 0, &msg, suppressed);
 }
 
@@ -308,13 +265,13 @@ void audit_latency_changed(QosType type, int32_t old, int32_t new) {
         unsigned long suppressed;
         if (!take_token(&shared, &suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
-        LINE(msg, 256);
-        add(&msg, type == QOS_TYPE_CPU_WAKEUP ? "The effective wakeup latency bound went from "
-                                              : "The effective latency bound went from ");
+        TextBuffer msg = {};
+        text_append(&msg, type == QOS_TYPE_CPU_WAKEUP ? "The effective wakeup latency bound went from "
+                                                      : "The effective latency bound went from ");
         add_usec(&msg, old);
-        add(&msg, " to ");
+        text_append(&msg, " to ");
         add_usec(&msg, new);
-        add(&msg, ".");
+        text_append(&msg, ".");
         entry(type == QOS_TYPE_CPU_WAKEUP ? AUDIT_ID_WAKEUP_LATENCY_CHANGED : AUDIT_ID_LATENCY_CHANGED, NULL, old, new,
               0, &msg, suppressed);
 }
