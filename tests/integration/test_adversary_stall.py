@@ -17,7 +17,7 @@ import time
 from gi.repository import GLib
 
 from contract import LIMITS, NATIVE_IFACE, PROPS
-from fixtures import NOBODY, TIME_SCALE, BrokerTestCase, main
+from fixtures import NOBODY, TIME_SCALE, BrokerTestCase, main, skip_notice
 
 NONREADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nonreader.py")
 FIRSTCALLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "firstcalls.py")
@@ -265,8 +265,14 @@ class TestReaders(StallTestCase):
         pages = pager.burst(4, "ListRequestsPage", "uu", 0, 0, iface=NATIVE_IFACE)
         outcome = lambda answers: [a[0] if a[0] == "ok" else a[1] for a in answers]  # noqa: E731
         self.assertEqual(outcome(lists), ["ok", LIMITS, LIMITS, LIMITS])
-        self.assertEqual(outcome(pages), ["ok", "ok", "ok", LIMITS])
         self.assertEqual(len(pages[0][1][0]), 256)
+        if os.environ.get("PMQOSD_WRAPPER"):
+            # Under valgrind a page takes pmqosd long enough for the bucket
+            # to refill (500 calls' worth a second) before the fourth.
+            self.assertEqual(outcome(pages)[:3], ["ok", "ok", "ok"])
+            skip_notice("the fourth page at once refused", "pmqosd runs under a checker")
+        else:
+            self.assertEqual(outcome(pages), ["ok", "ok", "ok", LIMITS])
 
 
 if __name__ == "__main__":
