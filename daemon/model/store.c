@@ -205,7 +205,9 @@ static void place_value(Store *s, Request *r, int32_t value) {
                 place_in_heap(global_heap(s, r), &r->value_node, value);
         else
                 for (size_t i = 0; i < r->n_cpus; i++)
-                        place_in_heap(&s->cpu_heaps[r->cpus[i]], &r->cpu_nodes[i].node, value);
+                        /* A heap not grown for it (no value yet, or inactive) cannot hold it. */
+                        if (r->cpus[i] < s->n_cpu_heaps)
+                                place_in_heap(&s->cpu_heaps[r->cpus[i]], &r->cpu_nodes[i].node, value);
 }
 
 /* ---- per-uid counts ---- */

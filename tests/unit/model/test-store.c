@@ -238,6 +238,23 @@ START_TEST(test_cpu_heaps) {
 }
 END_TEST
 
+/* A per-CPU request without a value, first in a store with no CPU heap yet
+ * (a state file's): once pointer arithmetic on a NULL heap array (UBSan). */
+START_TEST(test_cpu_request_without_value_first) {
+        Store s;
+        store_init(&s, 9);
+        Request *r = request_new(&s);
+        uint32_t c4[] = { 4 };
+        r->value = PMQOS_LATENCY_NONE;
+        ck_assert_int_eq(request_set_cpus(r, c4, 1), 0);
+        ck_assert_int_eq(store_add(&s, r, NULL), 0);
+        ck_assert_int_eq(store_cpu_min(&s, 4), PMQOS_LATENCY_NONE);
+        ck_assert_int_eq(store_update(&s, r, 30), 0);
+        ck_assert_int_eq(store_cpu_min(&s, 4), 30);
+        store_done(&s);
+}
+END_TEST
+
 START_TEST(test_expiry_heap) {
         Store s;
         store_init(&s, 9);
@@ -281,6 +298,7 @@ int main(void) {
         tcase_add_test(tc, test_cookies_unique_nonzero);
         tcase_add_test(tc, test_churn_against_model);
         tcase_add_test(tc, test_cpu_heaps);
+        tcase_add_test(tc, test_cpu_request_without_value_first);
         tcase_add_test(tc, test_expiry_heap);
         suite_add_tcase(s, tc);
 
