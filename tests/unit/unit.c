@@ -20,16 +20,26 @@ int unit_run(Suite *s, enum fork_status fork) {
         return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
-const char *unit_make_dir(const char *name) {
+static const char *make_dir_in(const char *base, const char *name) {
         static char path[256];
-        snprintf(path, sizeof(path), "/tmp/pmqos-unit-%s-XXXXXX", name);
+        snprintf(path, sizeof(path), "%s/pmqos-unit-%s-XXXXXX", base, name);
         ck_assert_ptr_nonnull(mkdtemp(path));
         return path;
 }
 
+const char *unit_make_dir(const char *name) {
+        return make_dir_in("/tmp", name);
+}
+
+const char *unit_make_memory_dir(const char *name) {
+        struct stat st;
+        return make_dir_in(stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) ? "/dev/shm" : "/tmp", name);
+}
+
 void unit_remove_dir(const char *path) {
         char cmd[512];
-        ck_assert(strncmp(path, "/tmp/pmqos-unit-", 16) == 0 && !strchr(path, '\''));
+        ck_assert(strncmp(path, "/tmp/pmqos-unit-", 16) == 0 || strncmp(path, "/dev/shm/pmqos-unit-", 20) == 0);
+        ck_assert(!strchr(path, '\''));
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
         ck_assert_int_eq(system(cmd), 0);
 }

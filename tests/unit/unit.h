@@ -16,7 +16,10 @@ int unit_run(Suite *s, enum fork_status fork);
 
 /* Creates a fresh directory /tmp/pmqos-unit-NAME-XXXXXX; returns its path (static). */
 const char *unit_make_dir(const char *name);
-/* Removes it and everything in it. */
+/* The same in memory (/dev/shm) where there is one: for thousands of small
+ * files, which a loaded disk makes cost seconds. */
+const char *unit_make_memory_dir(const char *name);
+/* Removes either and everything in it. */
 void unit_remove_dir(const char *path);
 /* Writes text to dir/name, making missing parent directories. */
 void unit_write_file(const char *dir, const char *name, const char *text);
