@@ -167,7 +167,8 @@ static void fake_process(const char *proc, unsigned pid, unsigned ruid, unsigned
                         break;
                 snprintf(name, sizeof(name), "%u", k);
                 ck_assert_int_eq(symlinkat(k == n_fds ? device : other, fds, name), 0);
-                fake_file_at(infos, name, io || k < n_fds ? "pos:\t0\nflags:\t0100002\n" : "pos:\t0\nflags:\t012000000\n");
+                fake_file_at(infos, name,
+                             io || k < n_fds ? "pos:\t0\nflags:\t0100002\n" : "pos:\t0\nflags:\t012000000\n");
         }
         close(fds);
         close(infos);
