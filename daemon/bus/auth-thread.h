@@ -41,6 +41,8 @@ struct AuthQuery {
         AuthQuery *next;                  /* in the result queue */
         AuthQuery *live_prev, *live_next; /* main thread: every query not yet delivered */
         bool waiting;                     /* main thread: not yet handed to polkit */
+        uint64_t asked;                   /* main thread: when (CLOCK_MONOTONIC, µs) */
+        sd_event_source *wait_timer;      /* main thread: while waiting, its deadline */
         bool in_flight;                   /* main thread: handed to polkit, not yet answered */
         uint32_t owner;                   /* the caller's uid, for fair turns */
         AuthQuery *wait_prev, *wait_next;
@@ -60,6 +62,7 @@ typedef struct OwnerCount {
 } OwnerCount;
 
 struct Auth {
+        sd_event *event;
         sd_event_source *event_source;
         int efd;
         GMainContext *context;

@@ -50,6 +50,7 @@ static void live_unlink(Auth *a, AuthQuery *q) {
 }
 
 static void wait_unlink(Auth *a, AuthQuery *q) {
+        q->wait_timer = sd_event_source_disable_unref(q->wait_timer);
         if (q->wait_prev)
                 q->wait_prev->wait_next = q->wait_next;
         else
@@ -127,6 +128,37 @@ static bool may_dispatch(Auth *a, uint32_t owner) {
         return a->n_in_flight < a->max_in_flight && owner_in_flight(a, owner) < AUTH_IN_FLIGHT_PER_OWNER;
 }
 
+static int on_wait_timeout(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* q waits for a place at polkitd, at the back (or the front), for as long
+ * as it would wait for polkitd's answer: with every place held by checks
+ * polkitd does not answer, it is refused at its deadline, not when polkitd
+ * wakes up or its caller gives up. Without memory for the timer it waits
+ * without one, as long as its caller does. */
+static void wait_push(Auth *a, AuthQuery *q, bool front) {
+        q->waiting = true;
+        if (front) {
+                q->wait_next = a->wait_head;
+                if (a->wait_head)
+                        a->wait_head->wait_prev = q;
+                else
+                        a->wait_tail = q;
+                a->wait_head = q;
+        } else {
+                q->wait_prev = a->wait_tail;
+                if (a->wait_tail)
+                        a->wait_tail->wait_next = q;
+                else
+                        a->wait_head = q;
+                a->wait_tail = q;
+        }
+        if (!q->wait_timer) {
+                uint64_t ms = q->interactive ? AUTH_INTERACTIVE_TIMEOUT_MS : AUTH_TIMEOUT_MS;
+                (void) sd_event_add_time(a->event, &q->wait_timer, CLOCK_MONOTONIC, q->asked + ms * 1000, 1000,
+                                         on_wait_timeout, q);
+        }
+}
+
 /* First come, first served, but a user with AUTH_IN_FLIGHT_PER_OWNER checks
  * at polkitd waits while others go: one user's flood queues behind itself. */
 static void dispatch_waiting(Auth *a) {
@@ -136,14 +168,7 @@ static void dispatch_waiting(Auth *a) {
                         continue;
                 wait_unlink(a, q);
                 if (dispatch(a, q) < 0) {
-                        /* Out of memory: it waits again, at the front. */
-                        q->waiting = true;
-                        q->wait_next = a->wait_head;
-                        if (a->wait_head)
-                                a->wait_head->wait_prev = q;
-                        else
-                                a->wait_tail = q;
-                        a->wait_head = q;
+                        wait_push(a, q, true); /* out of memory: it waits again, at the front */
                         return;
                 }
         }
@@ -164,6 +189,26 @@ static void give_answer(Auth *a, AuthQuery *q) {
                 t->callback(q->result, t->userdata);
                 auth_query_free(t);
         }
+}
+
+/* q waited its time for a place at polkitd: every place is held by a check
+ * polkitd has not answered (or by a user's own). Refused as one polkitd
+ * does not answer is; it never reached polkitd, so it simply goes. */
+static int on_wait_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        AuthQuery *q = userdata;
+        Auth *a = q->auth;
+
+        (void) s, (void) usec;
+        log_caller_warning("A check of %s for %s waited %u s for a place at polkit (%u of %u taken, %u of them "
+                           "this user's); denying.",
+                           q->action, q->bus_name,
+                           (unsigned) ((q->interactive ? AUTH_INTERACTIVE_TIMEOUT_MS : AUTH_TIMEOUT_MS) / 1000),
+                           a->n_in_flight, a->max_in_flight, owner_in_flight(a, q->owner));
+        wait_unlink(a, q);
+        q->result = AUTH_UNAVAILABLE;
+        give_answer(a, q);
+        auth_query_free(q);
+        return 0;
 }
 
 /* A check comes back answered, and once polkit-gobject-1 let go of it
@@ -231,6 +276,7 @@ int auth_new(Auth **ret, sd_event *event, unsigned max_in_flight) {
         if (!a)
                 return -ENOMEM;
         g_mutex_init(&a->lock);
+        a->event = event;
         a->max_in_flight = max_in_flight > 0 ? max_in_flight : 1;
         hashmap_init(&a->in_flight_by_owner, &hashmap_u32_ops);
         hashmap_init(&a->leaders, &hashmap_string_ops);
@@ -351,13 +397,8 @@ int auth_check(Auth *a, uint32_t owner, const char *bus_name, const char *action
         (void) hashmap_put(&a->leaders, q->key, q); /* out of memory: it is asked alone */
 
         if (!may_dispatch(a, owner) || dispatch(a, q) < 0) {
-                q->waiting = true;
-                q->wait_prev = a->wait_tail;
-                if (a->wait_tail)
-                        a->wait_tail->wait_next = q;
-                else
-                        a->wait_head = q;
-                a->wait_tail = q;
+                (void) sd_event_now(a->event, CLOCK_MONOTONIC, &q->asked);
+                wait_push(a, q, false);
         }
         *ret_query = q;
         return 0;

@@ -16,7 +16,8 @@
 
 /* At most max_in_flight checks are handed to polkitd at once (its answers
  * share one bus connection, which dbus-daemon lets wait for 128 replies);
- * further ones wait their turn here. */
+ * further ones wait their turn here, each at most as long as polkitd may
+ * take to answer it (then answered AUTH_UNAVAILABLE). */
 int auth_new(Auth **ret, sd_event *event, unsigned max_in_flight);
 Auth *auth_free(Auth *a);
 void auth_set_max_in_flight(Auth *a, unsigned max_in_flight);

@@ -134,11 +134,14 @@ class TestPolkitLockout(AdversaryTestCase):
     def test_stalled_polkitd_is_handed_no_more_than_its_places(self):
         """MaxPolkitChecksInFlight=1 and polkitd stopped once it answered:
         the first check is refused at 5 s and keeps its place at polkitd
-        until polkitd answers, so the next user's check waits here. Before,
-        the refusal freed the place (polkit-gobject-1 returns a cancelled
-        call at once): each 5 s one more check went to the stalled polkitd,
-        and with the default 32 places pmqosd's polkit connection reached
-        dbus-daemon's 128 pending replies after 34 s."""
+        until polkitd answers, so the next user's check waits here for a
+        place, and is refused when it has waited 5 s. Before the first
+        fix, the refusal freed the place (polkit-gobject-1 returns a
+        cancelled call at once): each 5 s one more check went to the
+        stalled polkitd, and with the default 32 places pmqosd's polkit
+        connection reached dbus-daemon's 128 pending replies after 34 s.
+        Before the second, a waiting check had no deadline: it waited for
+        polkitd to wake up or its caller to give up (30 s seen)."""
         self.restart(config="MaxPolkitChecksInFlight=1\n")
         self.assertTrue(self.try_member())  # polkit's proxy made, polkitd answering
         first = self.peer(uid=polkit_uid("plain"))
@@ -148,16 +151,23 @@ class TestPolkitLockout(AdversaryTestCase):
         try:
             first.send_call("RequestLatency", "sib", "cpu_dma", 651, False)
             time.sleep(0.3)
+            t = time.monotonic()
             second.send_call("RequestLatency", "sib", "cpu_dma", 652, False)
             r = first.receive_call()
             self.assertEqual(r[:2], ("error", ACCESS_DENIED), r)
             self.assertIn("polkit gave no answer", r[2])
-            # Not handed to polkitd while the first still has the place.
-            waited = select.select([second.proc.stdout], [], [], 7.0)[0]
-            self.assertEqual(waited, [], "the second check went to the stalled polkitd")
+            r = second.receive_call()
+            took = time.monotonic() - t
+            self.assertEqual(r[:2], ("error", ACCESS_DENIED), r)
+            self.assertIn("polkit gave no answer", r[2])
+            self.assertGreater(took, 4.0, r)
+            self.assertLess(took, 5.0 + 3.0 * TIME_SCALE, "a waiting check's 5 s took %.1f s" % took)
+            # It never went to the stalled polkitd: it waited for the first one's place.
+            self.assertIn("waited 5 s for a place at polkit (1 of 1 taken, 0 of them this user's)",
+                          self.daemon.output())
         finally:
             os.kill(self.polkit.proc.pid, signal.SIGCONT)
-        r = second.receive_call()
+        r = second.call("RequestLatency", "sib", "cpu_dma", 652, False)
         self.assertEqual(r[0], "ok", r)  # a member, answered once polkitd is back
         self.assertEqual(second.call("CancelRequest", "u", r[1][0])[0], "ok")
         self.assertIntact()
