@@ -158,6 +158,7 @@ class TestPolkitLockout(AdversaryTestCase):
             self.assertIn("polkit gave no answer", r[2])
             r = second.receive_call()
             took = time.monotonic() - t
+            sys.stderr.write("a check waiting for polkit's one place refused after %.2f s\n" % took)
             self.assertEqual(r[:2], ("error", ACCESS_DENIED), r)
             self.assertIn("polkit gave no answer", r[2])
             self.assertGreater(took, 4.0, r)
