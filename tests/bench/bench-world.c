@@ -86,7 +86,7 @@ int32_t kernel_read(const char *device) {
 /* PMQOS_TEST_STANDIN=1 without --device: a file stands in for the device (as
  * in the integration tests), so that nothing touches the real one; said on a
  * SKIP: line. Returns its path, to unlink at the end, or NULL. */
-static char standin_path[] = "/tmp/pmqos-bench-device-XXXXXX";
+char standin_path[] = "/tmp/pmqos-bench-device-XXXXXX";
 
 const char *make_standin_device(void) {
         const char *e = getenv("PMQOS_TEST_STANDIN");

@@ -107,6 +107,7 @@ bool wanted(const Config *c, const char *group);
 Row *add_row(const char *figure);
 int32_t kernel_read(const char *device);
 const char *make_standin_device(void);
+extern char standin_path[]; /* its template until then */
 void start_bus(void);
 sd_bus *connect_bus(void);
 void open_notify(void);
