@@ -16,7 +16,13 @@
 #include <time.h>
 
 static bool verbose;
-static int journal_prefix = -1;
+static bool journal_prefix;
+static pthread_once_t journal_once = PTHREAD_ONCE_INIT;
+
+/* Once, whichever thread logs first (the polkit thread logs too). */
+static void journal_init(void) {
+        journal_prefix = getenv("JOURNAL_STREAM") != NULL;
+}
 
 void log_set_verbose(bool v) {
         verbose = v;
@@ -31,8 +37,7 @@ bool log_is_verbose(void) {
 static void write_line(int level, const char *text, size_t len) {
         if (len > LOG_LINE_MAX)
                 len = utf8_fit(text, LOG_LINE_MAX);
-        if (journal_prefix < 0)
-                journal_prefix = getenv("JOURNAL_STREAM") != NULL;
+        (void) pthread_once(&journal_once, journal_init);
         char prefix[16] = "pmqosd: ";
         if (journal_prefix)
                 snprintf(prefix, sizeof(prefix), "<%d>", level);
