@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Requests not bound to the client's connection: Hold() (bound to a
  * descriptor the caller gets) and RequestFor() (bound to a pidfd or a cgroup
- * v2 directory). The broker keeps them itself; the client does not record
- * them for re-issue after a broker restart (the broker's fd store does). */
+ * v2 directory), of either request type; GetLatency() of a type. The
+ * broker keeps them itself; the client does not record them for re-issue
+ * after a broker restart (the broker's fd store does). */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,8 +13,20 @@
 
 typedef struct ForArgs {
         RequestArgs a;
+        const char *type;
         int target;
 } ForArgs;
+
+/* The contract's name of a request type, or NULL. */
+static const char *type_name(pmqos_type type) {
+        switch (type) {
+        case PMQOS_TYPE_CPU_DMA:
+                return "cpu_dma";
+        case PMQOS_TYPE_CPU_WAKEUP:
+                return "cpu_wakeup";
+        }
+        return NULL;
+}
 
 static int append_hold(sd_bus_message *m, const void *data) {
         const RequestArgs *a = data;
@@ -23,7 +36,7 @@ static int append_hold(sd_bus_message *m, const void *data) {
 
 static int append_for(sd_bus_message *m, const void *data) {
         const ForArgs *f = data;
-        int r = sd_bus_message_append(m, "sih", "cpu_dma", f->a.value, f->target);
+        int r = sd_bus_message_append(m, "sih", f->type, f->a.value, f->target);
         return r < 0 ? r : client_append_options(m, &f->a);
 }
 
@@ -59,14 +72,15 @@ _public_ int pmqos_hold_fd(pmqos_client *c, int32_t usec, const char *reason, ui
         return 0;
 }
 
-_public_ int pmqos_request_for_fd(pmqos_client *c, int32_t usec, int target_fd, const char *reason,
-                                  uint32_t timeout_sec, const uint32_t *cpus, size_t n_cpus, uint32_t *ret_cookie) {
+_public_ int pmqos_request_for_fd_type(pmqos_client *c, pmqos_type type, int32_t usec, int target_fd,
+                                       const char *reason, uint32_t timeout_sec, const uint32_t *cpus, size_t n_cpus,
+                                       uint32_t *ret_cookie) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         int r;
 
         if (ret_cookie)
                 *ret_cookie = 0;
-        if (!c || !ret_cookie || target_fd < 0 || (n_cpus > 0 && !cpus))
+        if (!c || !ret_cookie || target_fd < 0 || (n_cpus > 0 && !cpus) || !type_name(type))
                 return -EINVAL;
         CLIENT_SCOPE(c);
         r = client_dispatch(c);
@@ -74,6 +88,7 @@ _public_ int pmqos_request_for_fd(pmqos_client *c, int32_t usec, int target_fd, 
                 return r;
         ForArgs f = {
                 .a = { .value = usec, .reason = reason, .timeout_sec = timeout_sec, .cpus = cpus, .n_cpus = n_cpus },
+                .type = type_name(type),
                 .target = target_fd
         };
         r = client_call(c, NATIVE_IFACE, "RequestFor", &reply, append_for, &f);
@@ -81,6 +96,12 @@ _public_ int pmqos_request_for_fd(pmqos_client *c, int32_t usec, int target_fd, 
                 return r;
         r = sd_bus_message_read(reply, "u", ret_cookie);
         return r < 0 ? client_map_error(c, NULL, r) : 0;
+}
+
+_public_ int pmqos_request_for_fd(pmqos_client *c, int32_t usec, int target_fd, const char *reason,
+                                  uint32_t timeout_sec, const uint32_t *cpus, size_t n_cpus, uint32_t *ret_cookie) {
+        return pmqos_request_for_fd_type(c, PMQOS_TYPE_CPU_DMA, usec, target_fd, reason, timeout_sec, cpus, n_cpus,
+                                         ret_cookie);
 }
 
 _public_ int pmqos_request_for_pidfd(pmqos_client *c, int32_t usec, int pidfd, const char *reason, uint32_t timeout_sec,
@@ -100,4 +121,24 @@ _public_ int pmqos_request_for_cgroup(pmqos_client *c, int32_t usec, const char 
         int r = pmqos_request_for_fd(c, usec, fd, reason, timeout_sec, cpus, n_cpus, ret_cookie);
         close(fd);
         return r;
+}
+
+static int append_type(sd_bus_message *m, const void *data) {
+        return sd_bus_message_append(m, "s", (const char *) data);
+}
+
+_public_ int pmqos_get_latency_type(pmqos_client *c, pmqos_type type, int32_t *ret_usec) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+
+        if (!c || !ret_usec || !type_name(type))
+                return -EINVAL;
+        CLIENT_SCOPE(c);
+        int r = client_dispatch(c);
+        if (r < 0)
+                return r;
+        r = client_call(c, QOS_IFACE, "GetLatency", &reply, append_type, type_name(type));
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(reply, "i", ret_usec);
+        return r < 0 ? client_map_error(c, NULL, r == -ENOMEM ? r : -EBADMSG) : 0;
 }

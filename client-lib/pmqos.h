@@ -160,6 +160,22 @@ int pmqos_request_for_pidfd(pmqos_client *c, int32_t usec, int pidfd, const char
 int pmqos_request_for_cgroup(pmqos_client *c, int32_t usec, const char *path, const char *reason, uint32_t timeout_sec,
                              const uint32_t *cpus, size_t n_cpus, uint32_t *ret_cookie);
 
+/* Request types (since LIBPMQOS_1.4). Every call without one asks for
+ * cpu_dma; these ask for the type given. */
+typedef enum pmqos_type {
+        PMQOS_TYPE_CPU_DMA = 0,    /* /dev/cpu_dma_latency */
+        PMQOS_TYPE_CPU_WAKEUP = 1, /* /dev/cpu_wakeup_latency (Linux 6.19); -EOPNOTSUPP where pmqosd has none */
+} pmqos_type;
+
+/* pmqos_request_for_fd() for a request of type (another value: -EINVAL).
+ * Since LIBPMQOS_1.4. */
+int pmqos_request_for_fd_type(pmqos_client *c, pmqos_type type, int32_t usec, int target_fd, const char *reason,
+                              uint32_t timeout_sec, const uint32_t *cpus, size_t n_cpus, uint32_t *ret_cookie);
+/* GetLatency(type): what the broker asks of that type's device (the
+ * requests and the floor together), or PMQOS_LATENCY_NONE. For cpu_dma the
+ * same as pmqos_get_latency(). Since LIBPMQOS_1.4. */
+int pmqos_get_latency_type(pmqos_client *c, pmqos_type type, int32_t *ret_usec);
+
 /* Allows the broker to ask the user for a password (through a polkit agent)
  * when an action needs it. Off by default: such calls then fail with
  * -EACCES. Returns 0. */
