@@ -10,9 +10,9 @@
 
 #include "dbus/contract.h"
 #include "pmqos.h"
+#include "util/macro.h" /* _cleanup_ */
 
 #define _public_ __attribute__((visibility("default")))
-#define _cleanup_(f) __attribute__((cleanup(f)))
 
 #define BUS_NAME PMQOS_BUS_NAME
 #define OBJECT_PATH PMQOS_OBJECT_PATH

@@ -8,8 +8,7 @@
 #include <stdint.h>
 
 #include "pmqos.h"
-
-#define _cleanup_(f) __attribute__((cleanup(f)))
+#include "util/macro.h" /* _cleanup_ */
 
 #define EXIT_REFUSED 1 /* the broker refused or failed */
 #define EXIT_USAGE 2
@@ -58,8 +57,6 @@ int parse_usec(const char *s, int32_t *ret);
  * exit latency an online CPU gives it; *ret_name is then its sysfs spelling,
  * else NULL). Returns 0, or EXIT_USAGE after saying why. */
 int parse_usec_or_cstate(const char *verb, const char *arg, int32_t *ret, const char **ret_name);
-/* The first line of a sysfs file, without its newline. 0 or a negative errno. */
-int read_sysfs_line(const char *path, char *buf, size_t size);
 /* Decimal only ("010" is 10; no sign, no 0x), min … max. */
 int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *ret);
 /* A timeout: a time span ("30", "30s", "5min", "1h 30min"; bare numbers are

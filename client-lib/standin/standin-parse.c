@@ -11,8 +11,9 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "dbus/contract.h"
+
 #define KERNEL_TEXT_MAX 34 /* sizeof(char[1 + 32 + 1 + 1]) - 1 */
-#define LATENCY_MAX 2000000000
 
 /* _parse_integer() in base 16 after _parse_integer_fixup_radix(): digits
  * until the first non-digit; overflow of 64 bits is remembered. Returns the
@@ -95,5 +96,5 @@ int standin_parse_write(const void *buf, size_t size, int32_t *ret) {
 }
 
 int32_t standin_broker_value(int32_t v) {
-        return v < 0 || v > LATENCY_MAX ? -1 : v;
+        return v < 0 || v > PMQOS_CONTRACT_LATENCY_MAX ? -1 : v;
 }

@@ -33,7 +33,7 @@ static int parse_floor(const char *value, unsigned lineno, int32_t *floor, Confi
         else if (latency_is_cstate_name(value)) {
                 if (!(name = strdup(value)))
                         return -ENOMEM;
-        } else if (parse_latency(value, PMQOS_LATENCY_MAX_US, floor) < 0)
+        } else if (parse_latency(value, PMQOS_CONTRACT_LATENCY_MAX, floor) < 0)
                 return 1;
         free(cstate->name);
         *cstate = (ConfigCState){ .name = name, .line = lineno };

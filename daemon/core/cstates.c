@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "dbus/contract.h"
-#include "sys/cpuidle.h"
+#include "util/cpuidle.h"
 
 /* What name stands for, or why it stands for nothing here (in err). */
 static int resolve(const char *sysfs_root, const char *path, unsigned line, const char *key, const char *name,

@@ -2,7 +2,7 @@
 /* One directory descriptor per state, files read with openat(): a few
  * syscalls per file, no path built per file. */
 
-#include "sys/cpuidle.h"
+#include "util/cpuidle.h"
 
 #include <dirent.h>
 #include <errno.h>
