@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "libpmqos-internal.h"
+#include "libpmqos-client.h"
 
 uint64_t client_now_usec(void) {
         struct timespec ts;

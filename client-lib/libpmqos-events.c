@@ -4,7 +4,7 @@
 
 #include <errno.h>
 
-#include "libpmqos-internal.h"
+#include "libpmqos-thread.h"
 
 static int on_latency_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         pmqos_client *c = userdata;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libpmqos-internal.h"
+#include "libpmqos-thread.h"
 
 #define EXPLAIN_CPUS_MAX 8192u
 #define EXPLAIN_CSTATES_MAX 64u

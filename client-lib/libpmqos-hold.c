@@ -9,7 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "libpmqos-internal.h"
+#include "libpmqos-thread.h"
 
 typedef struct ForArgs {
         RequestArgs a;

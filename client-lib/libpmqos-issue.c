@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libpmqos-internal.h"
+#include "libpmqos-client.h"
 
 Entry *client_entry_free(Entry *e) {
         if (e) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libpmqos-internal.h"
+#include "libpmqos-thread.h"
 
 _public_ void pmqos_request_info_free(pmqos_request_info *infos, size_t n) {
         if (!infos)

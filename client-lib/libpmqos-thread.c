@@ -13,7 +13,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "libpmqos-internal.h"
+#include "libpmqos-thread.h"
 
 void client_lock(pmqos_client *c) {
         pthread_mutex_lock(&c->lock);

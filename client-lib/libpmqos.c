@@ -10,7 +10,7 @@
 #include <systemd/sd-bus.h>
 #include <unistd.h>
 
-#include "libpmqos-internal.h"
+#include "libpmqos-thread.h"
 
 /* How long pmqos_client_free() waits for a broker that does not answer. */
 #define RELEASE_TIMEOUT_USEC (5u * 1000000u)

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pmqosctl.h"
+#include "pmqosctl-cli.h"
 
 /* Long enough for pkttyagent to register with polkitd on a loaded machine. */
 #define AGENT_READY_TIMEOUT_MS 10000

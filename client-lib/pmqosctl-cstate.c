@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "pmqosctl.h"
+#include "pmqosctl-cli.h"
 #include "util/cpuidle.h"
 
 #define NAMES_SIZE 2048

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "util/cpu-list.h"
-#include "pmqosctl.h"
+#include "pmqosctl-cli.h"
 
 /* ---- hold ---- */
 

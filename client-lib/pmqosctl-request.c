@@ -15,7 +15,7 @@
 #include <systemd/sd-bus.h>
 #include <unistd.h>
 
-#include "pmqosctl.h"
+#include "pmqosctl-cli.h"
 #include "util/cgroup2.h"
 #include "util/cpu-list.h"
 #include "util/macro.h"

@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-#include "pmqosctl.h"
+#include "pmqosctl-cli.h"
 
 int verb_run(int argc, char *argv[]) {
         (void) argc, (void) argv;

@@ -37,7 +37,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include "pmqosctl.h"
+#include "pmqosctl-cli.h"
 #include "standin/standin-fs.h"
 
 #define EXIT_RUN_FAILED 125 /* pmqosctl itself failed: COMMAND did not run */

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pmqosctl.h"
+#include "pmqosctl-cli.h"
 #include "util/text.h"
 
 /* ---- list ---- */

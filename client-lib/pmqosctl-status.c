@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "util/parse-value.h"
-#include "pmqosctl.h"
+#include "pmqosctl-cli.h"
 
 /* ---- JSON: the Explain() dictionary ---- */
 

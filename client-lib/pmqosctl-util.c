@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "util/parse-value.h"
-#include "pmqosctl.h"
+#include "pmqosctl-cli.h"
 #include "util/text.h"
 
 bool arg_ask_password = true;

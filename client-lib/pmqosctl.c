@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "dbus/contract.h"
-#include "pmqosctl.h"
+#include "pmqosctl-cli.h"
 #include "util/text.h"
 
 /* ---- cancel, set-minimum ---- */

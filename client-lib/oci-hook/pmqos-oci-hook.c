@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../pmqosctl.h"
+#include "../pmqosctl-cli.h"
 #include "oci-broker.h"
 #include "oci-state.h"
 #include "oci-target.h"

@@ -88,22 +88,6 @@ int client_issue(pmqos_client *c, const RequestArgs *a, uint32_t *ret_cookie);
 void client_set_broker(pmqos_client *c, const char *unique);
 int client_on_name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *error);
 
-/* Every public function holds c's lock for its whole run. */
-void client_lock(pmqos_client *c);
-void client_unlock(pmqos_client *c);
-static inline void client_unlockp(pmqos_client **c) {
-        if (*c)
-                client_unlock(*c);
-}
-#define CLIENT_SCOPE(c) _cleanup_(client_unlockp) pmqos_client *_client_scope = (client_lock(c), (c))
-
-/* Starts the helper thread unless the application integrated the fd or it
- * runs already; best effort (a failure leaves the re-issue to the next call). */
-void client_helper_start(pmqos_client *c);
-/* Asks it to end; with join, waits for it (never from the helper itself).
- * Called with the lock held once; releases it around the join. */
-void client_helper_stop(pmqos_client *c, bool join);
-
 /* CLOCK_MONOTONIC in µs. */
 uint64_t client_now_usec(void);
 /* What pmqos_client_last_error() says from now on (copied; NULL clears). */
