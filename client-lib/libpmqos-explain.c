@@ -279,7 +279,7 @@ static int unscanned_item(sd_bus_message *m, void *entry) {
 
 static const char *const rule_keys[] = { "file", "unit", "latency", "cpus", "state", "holds" };
 
-static void rule_done(void *entry) {
+static void rule_info_done(void *entry) {
         pmqos_rule_info *rule = entry;
         free(rule->file);
         free(rule->unit);
@@ -375,7 +375,7 @@ static int explanation_field(sd_bus_message *m, unsigned key, void *userdata) {
         case 8:
                 return read_bool(m, &e->holders_complete);
         case 9:
-                return read_array(m, sizeof(pmqos_rule_info), EXPLAIN_RULES_MAX, rule_item, rule_done,
+                return read_array(m, sizeof(pmqos_rule_info), EXPLAIN_RULES_MAX, rule_item, rule_info_done,
                                   (void **) &e->rules, &e->n_rules);
         case 10:
                 return read_bool(m, &e->rules_followed);
@@ -407,7 +407,7 @@ _public_ pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e) {
                 cpu_done(&e->cpus[i]);
         free(e->cpus);
         for (size_t i = 0; i < e->n_rules; i++)
-                rule_done(&e->rules[i]);
+                rule_info_done(&e->rules[i]);
         free(e->rules);
         for (size_t i = 0; i < e->n_cpu_groups; i++)
                 group_done(&e->cpu_groups[i]);
