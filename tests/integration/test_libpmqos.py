@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Runs the C tests of libpmqos (tests/unit/test-libpmqos.c) against a live
+"""Runs the C tests of libpmqos (tests/unit/libpmqos/test-libpmqos.c) against a live
 broker: private bus, real polkitd with the project's policy, pmqosd restarted
 whenever it exits (as systemd's Restart= would), and test users."""
 
