@@ -31,7 +31,8 @@ static volatile sig_atomic_t fail_status; /* what a failure exits with: 1 when r
 static const char *container_id;          /* for the journal's CONTAINER_ID= */
 
 /* One line to the journal (SYSLOG_IDENTIFIER=pmqos-oci-hook, CONTAINER_ID=);
- * a warning to stderr too, which is where it goes when no journal listens. */
+ * a warning to stderr too, where it is read when no journal listens
+ * (sd_journal_send() is silent then), or when sending failed. */
 static void say(int priority, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(int priority, const char *fmt, ...) {
         char msg[OCI_ERR_MAX + 400];
