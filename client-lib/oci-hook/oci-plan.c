@@ -58,14 +58,18 @@ static void append_clean(char *buf, size_t size, const char *prefix, const char 
         buf[len] = 0;
 }
 
+/* The pod by CRI-O's keys, else by containerd's. */
 static void make_reason(const OciState *s, char *buf, size_t size) {
+        const char *ns = s->pod_namespace ? s->pod_namespace : s->cri_namespace;
+        const char *pod = s->pod_name ? s->pod_name : s->cri_pod;
+        const char *name = s->container_name ? s->container_name : s->cri_container;
         snprintf(buf, size, "container %s", s->id);
-        if (s->pod_namespace || s->pod_name) {
-                append_clean(buf, size, " pod ", s->pod_namespace ? s->pod_namespace : "?");
-                append_clean(buf, size, "/", s->pod_name ? s->pod_name : "?");
+        if (ns || pod) {
+                append_clean(buf, size, " pod ", ns ? ns : "?");
+                append_clean(buf, size, "/", pod ? pod : "?");
         }
-        if (s->container_name)
-                append_clean(buf, size, " name ", s->container_name);
+        if (name)
+                append_clean(buf, size, " name ", name);
 }
 
 static int plan_crio(const char *v, OciPlan *plan, char *err, size_t size) {
@@ -96,6 +100,14 @@ static int plan_cpus(const char *v, OciPlan *plan, char *err, size_t size) {
 
 int oci_plan_make(const OciState *s, OciPlan *plan, char *err, size_t size) {
         *plan = (OciPlan){ 0 };
+        make_reason(s, plan->reason, sizeof(plan->reason));
+        /* Pod annotations reach the pause container too: it never gets a
+         * request, and no value of them fails it. */
+        if ((s->cri_type && strcmp(s->cri_type, "sandbox") == 0) ||
+            (s->crio_type && strcmp(s->crio_type, "sandbox") == 0)) {
+                plan->sandbox = true;
+                return 0;
+        }
         if (s->required && strcmp(s->required, "true") == 0)
                 plan->required = true;
         else if (s->required && strcmp(s->required, "false") != 0) {
@@ -103,7 +115,6 @@ int oci_plan_make(const OciState *s, OciPlan *plan, char *err, size_t size) {
                 return fail(err, size, OCI_ANN_REQUIRED "=\"%s\": expected true or false",
                             oci_shown(s->required, (char[41]){ 0 }, 41));
         }
-        make_reason(s, plan->reason, sizeof(plan->reason));
 
         if (!s->latency) {
                 if (s->crio)
@@ -130,6 +141,52 @@ void oci_plan_done(OciPlan *plan) {
         free(plan->cpus);
         plan->cpus = NULL;
         plan->n_cpus = 0;
+}
+
+static int refuse(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(char *err, size_t size, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, size, fmt, ap);
+        va_end(ap);
+        return -EPERM;
+}
+
+static bool within(uint32_t cpu, const uint32_t *set, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (set[i] == cpu)
+                        return true;
+        return false;
+}
+
+int oci_plan_confine(const OciPlan *plan, const char *config_cpus, bool machine_wide, const char *conf_path, char *err,
+                     size_t size) {
+        if (!plan->act)
+                return 0;
+        char shown[41];
+        bool cpuset = config_cpus && config_cpus[strspn(config_cpus, " \n")];
+        if (!plan->cpus && !plan->want_container && !machine_wide)
+                return refuse(err, size,
+                              "no " OCI_ANN_CPUS ": a bound on the whole machine, which MachineWide=deny in %s refuses",
+                              oci_shown(conf_path, (char[121]){ 0 }, 121));
+        if (!cpuset)
+                return machine_wide ? 0
+                                    : refuse(err, size,
+                                             "the container has no cpuset (linux.resources.cpu.cpus): its bound "
+                                             "would reach every CPU, which MachineWide=deny in %s refuses",
+                                             oci_shown(conf_path, (char[121]){ 0 }, 121));
+        uint32_t *set = NULL;
+        size_t n = 0;
+        if (cpu_list_parse(config_cpus, &set, &n) < 0)
+                return fail(err, size, "the container's cpuset (linux.resources.cpu.cpus \"%s\") is not a CPU list",
+                            oci_shown(config_cpus, shown, sizeof(shown)));
+        int r = 0;
+        for (size_t i = 0; plan->cpus && i < plan->n_cpus && r == 0; i++)
+                if (!within(plan->cpus[i], set, n))
+                        r = refuse(err, size, OCI_ANN_CPUS " names CPU %u, outside the container's cpuset \"%s\"",
+                                   plan->cpus[i], oci_shown(config_cpus, shown, sizeof(shown)));
+        free(set);
+        return r;
 }
 
 bool oci_reason_matches(const char *reason, const char *id) {

@@ -94,6 +94,11 @@ static int read_annotations(json_object *root, OciState *s, bool only_missing, c
                 { "io.kubernetes.pod.namespace", &s->pod_namespace },
                 { "io.kubernetes.pod.name", &s->pod_name },
                 { "io.kubernetes.container.name", &s->container_name },
+                { "io.kubernetes.cri.sandbox-namespace", &s->cri_namespace },
+                { "io.kubernetes.cri.sandbox-name", &s->cri_pod },
+                { "io.kubernetes.cri.container-name", &s->cri_container },
+                { OCI_ANN_CRI_TYPE, &s->cri_type },
+                { OCI_ANN_CRIO_TYPE, &s->crio_type },
         };
         for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
                 if (only_missing && *map[i].field)
@@ -159,8 +164,21 @@ int oci_config_parse(const char *text, size_t len, OciState *s, char **ret_cpus,
 }
 
 void oci_state_done(OciState *s) {
-        char **all[] = { &s->id,       &s->status, &s->bundle,        &s->latency,  &s->cpus,
-                         &s->required, &s->crio,   &s->pod_namespace, &s->pod_name, &s->container_name };
+        char **all[] = { &s->id,
+                         &s->status,
+                         &s->bundle,
+                         &s->latency,
+                         &s->cpus,
+                         &s->required,
+                         &s->crio,
+                         &s->pod_namespace,
+                         &s->pod_name,
+                         &s->container_name,
+                         &s->cri_namespace,
+                         &s->cri_pod,
+                         &s->cri_container,
+                         &s->cri_type,
+                         &s->crio_type };
         for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
                 free(*all[i]);
                 *all[i] = NULL;
