@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "conf/key-file.h"
+#include "util/key-file.h"
 #include "oci-conf.h"
 
 static int parse_line(char *l, const char *path, unsigned lineno, bool *in_hook, OciConf *c, char *err, size_t size) {

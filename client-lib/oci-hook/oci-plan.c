@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dbus/contract.h"
 #include "oci-state.h"
 #include "util/cpu-list.h"
-
-#define LATENCY_MAX 2000000000L
+#include "util/parse-value.h"
 
 static int fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t size, const char *fmt, ...) {
@@ -22,12 +22,13 @@ static int fail(char *err, size_t size, const char *fmt, ...) {
         return -EINVAL;
 }
 
+/* Microseconds as decimal digits only (the shared grammar's integers: no
+ * unit, sign or base), 0 … the contract's maximum. */
 static int parse_usec(const char *s, int32_t *ret) {
-        if (!s[0] || strspn(s, "0123456789") != strlen(s) || strlen(s) > 10)
-                return -EINVAL;
-        long long v = strtoll(s, NULL, 10);
-        if (v > LATENCY_MAX)
-                return -ERANGE;
+        uint64_t v;
+        int r = parse_decimal(s, PMQOS_CONTRACT_LATENCY_MAX, &v);
+        if (r < 0)
+                return r;
         *ret = (int32_t) v;
         return 0;
 }
@@ -125,8 +126,8 @@ int oci_plan_make(const OciState *s, OciPlan *plan, char *err, size_t size) {
         }
         int r = parse_usec(s->latency, &plan->usec);
         if (r == -ERANGE)
-                return fail(err, size, OCI_ANN_LATENCY "=\"%s\": at most %ld µs",
-                            oci_shown(s->latency, (char[41]){ 0 }, 41), LATENCY_MAX);
+                return fail(err, size, OCI_ANN_LATENCY "=\"%s\": at most %d µs",
+                            oci_shown(s->latency, (char[41]){ 0 }, 41), PMQOS_CONTRACT_LATENCY_MAX);
         if (r < 0) {
                 if (!cstate_name(s->latency))
                         return fail(err, size, OCI_ANN_LATENCY "=\"%s\": expected microseconds or a C-state name",

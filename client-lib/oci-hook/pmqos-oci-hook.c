@@ -17,16 +17,15 @@
 #include <systemd/sd-journal.h>
 #include <unistd.h>
 
-#include "../pmqosctl-cli.h"
 #include "oci-broker.h"
 #include "oci-conf.h"
 #include "oci-state.h"
 #include "oci-target.h"
+#include "pmqos.h"
+#include "util/cpuidle.h"
 
 #define HOOK_TIMEOUT_SEC 5 /* the whole hook, bus included: never a hang */
 
-bool arg_ask_password = false;
-const char *arg_sysfs_root = "/sys";
 static volatile sig_atomic_t fail_status; /* what a failure exits with: 1 when required */
 static const char *container_id;          /* for the journal's CONTAINER_ID= */
 
@@ -44,27 +43,6 @@ static void say(int priority, const char *fmt, ...) {
                                 "CONTAINER_ID=%s", container_id ? container_id : "", NULL);
         if (priority <= LOG_WARNING || r < 0)
                 fprintf(stderr, "pmqos-oci-hook: %s\n", msg);
-}
-
-/* pmqosctl-cstate.c's helpers, with the hook's prefix. */
-int usage_error(const char *verb, const char *fmt, ...) {
-        char msg[OCI_ERR_MAX];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        say(LOG_WARNING, "%s: %s", verb, msg);
-        return EXIT_USAGE;
-}
-
-int parse_usec(const char *s, int32_t *ret) {
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (!s[0] || *end || errno || v < 0 || v > PMQOS_LATENCY_MAX)
-                return -EINVAL;
-        *ret = (int32_t) v;
-        return 0;
 }
 
 static void on_alarm(int sig) {
@@ -164,6 +142,30 @@ static bool machine_wide_allowed(const char **ret_path) {
         return conf.machine_wide;
 }
 
+/* A C-state name as the latency this machine gives it: the largest exit
+ * latency of an online CPU's state of that name (util/cpuidle.c, the rule
+ * pmqosd and pmqosctl follow). 0, or -1 after saying why. */
+static int cstate_usec(const char *id, const char *name, int32_t *ret) {
+        char names[1024];
+        uint32_t v;
+        int r = cpuidle_latency_of("/sys", name, PMQOS_LATENCY_MAX, &v, names, sizeof(names));
+        if (r == 0) {
+                *ret = (int32_t) v;
+                return 0;
+        }
+        if (r == -ENOENT)
+                say(LOG_WARNING, "container %s: " OCI_ANN_LATENCY ": unknown C-state \"%s\"; this machine has: %s", id,
+                    name, names);
+        else if (r == -ENODEV)
+                say(LOG_WARNING,
+                    "container %s: " OCI_ANN_LATENCY ": \"%s\" is neither microseconds nor a C-state: this machine "
+                    "shows no C-states (no cpuidle under /sys/devices/system/cpu)",
+                    id, name);
+        else
+                say(LOG_WARNING, "container %s: " OCI_ANN_LATENCY ": cannot read the C-states: %s", id, strerror(-r));
+        return -1;
+}
+
 /* The plan, within the container's CPUs, with its value; 1 to go on, or
  * 0 and *status after saying why. */
 static int decide(OciState *s, OciPlan *plan, char **config_cpus, int *status) {
@@ -190,13 +192,8 @@ static int decide(OciState *s, OciPlan *plan, char **config_cpus, int *status) {
         bool machine_wide = machine_wide_allowed(&conf);
         if (oci_plan_confine(plan, *config_cpus, machine_wide, conf, err, sizeof(err)) < 0)
                 return *status = complain(s->id, "%s", err), 0;
-        if (plan->cstate) {
-                char verb[200];
-                snprintf(verb, sizeof(verb), "container %s: " OCI_ANN_LATENCY, s->id);
-                const char *spelling;
-                if (parse_usec_or_cstate(verb, plan->cstate, &plan->usec, &spelling) != 0)
-                        return *status = fail_status, 0;
-        }
+        if (plan->cstate && cstate_usec(s->id, plan->cstate, &plan->usec) < 0)
+                return *status = fail_status, 0;
         return 1;
 }
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conf/key-file.h"
+#include "util/key-file.h"
 #include "model/store.h"
 #include "util/macro.h"
 #include "util/parse-value.h"

@@ -8,6 +8,7 @@ MachineWide= under crun; the hook run directly as CRI-O's and containerd's
 runtimes run it (their annotations): sandboxes skipped, pods named, every
 decision in the journal (a stand-in journal socket read back)."""
 
+import glob
 import json
 import os
 import shutil
@@ -146,6 +147,30 @@ class TestLifetime(OciTestCase):
         [r] = self.ours("c3")
         self.assertEqual(r["reason"], "container c3 pod ran/du-0 name l1")
         self.assertEqual(r["value"], 40)
+
+    def test_cstate_name(self):
+        # A C-state name is the largest exit latency an online CPU gives a
+        # state of that name (util/cpuidle.c, pmqosd's and pmqosctl's rule).
+        states = {}
+        for d in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpuidle/state[0-9]*"):
+            online = os.path.join(os.path.dirname(os.path.dirname(d)), "online")
+            if os.path.exists(online) and open(online).read().strip() != "1":
+                continue
+            name = open(os.path.join(d, "name")).read().strip()
+            latency = int(open(os.path.join(d, "latency")).read())
+            states[name.lower()] = max(latency, states.get(name.lower(), 0))
+        _ = self.daemon
+        code, out = self.create("u", {LAT: "NoSuchState", REQ: "true"})
+        self.assertNotEqual(code, 0, "an unknown C-state started a required container")
+        self.assertIn("C-state", self.hook_stderr())
+        self.assertEqual(self.ours("u"), [])
+        named = [n for n in states if n.isalnum() and n[0].isalpha()]  # the annotation's syntax
+        if not named:
+            skip_notice("a C-state name in an annotation", "this machine shows no cpuidle state to name")
+            return
+        self.assertEqual(self.create("c6", {LAT: named[0].upper()})[0], 0, self.hook_stderr())
+        [r] = self.ours("c6")
+        self.assertEqual(r["value"], states[named[0]])
 
     def test_restart_of_pmqosd_keeps_the_bound(self):
         if "valgrind" in os.environ.get("PMQOSD_WRAPPER", ""):

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "conf/key-file.h"
+#include "util/key-file.h"
 #include "unit.h"
 
 START_TEST(test_lines) {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-#include "conf/key-file.h"
+#include "util/key-file.h"
 
 #include <errno.h>
 #include <stdio.h>
