@@ -76,13 +76,8 @@ _public_ int pmqos_client_process(pmqos_client *c) {
 }
 
 _public_ int pmqos_client_wait(pmqos_client *c, uint64_t timeout_usec) {
-        if (!c)
-                return -EINVAL;
-        CLIENT_SCOPE(c);
-        int r = client_dispatch(c);
-        if (r < 0)
-                return r;
-        r = sd_bus_wait(c->bus, timeout_usec);
+        CLIENT_ENTER(c, false);
+        int r = sd_bus_wait(c->bus, timeout_usec);
         if (r < 0)
                 return client_map_error(c, NULL, r);
         return client_dispatch(c);

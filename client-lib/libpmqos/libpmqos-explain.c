@@ -421,13 +421,8 @@ static int explain_call(pmqos_client *c, const char *member, pmqos_explanation *
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         if (ret)
                 *ret = NULL; /* on every failure */
-        if (!c || !ret)
-                return -EINVAL;
-        CLIENT_SCOPE(c);
-        int r = client_dispatch(c);
-        if (r < 0)
-                return r;
-        r = client_call(c, NATIVE_IFACE, member, &reply, NULL, NULL);
+        CLIENT_ENTER(c, !ret);
+        int r = client_call(c, NATIVE_IFACE, member, &reply, NULL, NULL);
         if (r < 0)
                 return r;
 

@@ -50,12 +50,7 @@ _public_ int pmqos_hold_fd(pmqos_client *c, int32_t usec, const char *reason, ui
                 *ret_cookie = 0;
         if (ret_fd)
                 *ret_fd = -1;
-        if (!c || !ret_cookie || !ret_fd || (n_cpus > 0 && !cpus))
-                return -EINVAL;
-        CLIENT_SCOPE(c);
-        r = client_dispatch(c);
-        if (r < 0)
-                return r;
+        CLIENT_ENTER(c, !ret_cookie || !ret_fd || (n_cpus > 0 && !cpus));
         RequestArgs a = { .value = usec, .reason = reason, .timeout_sec = timeout_sec, .cpus = cpus, .n_cpus = n_cpus };
         r = client_call(c, NATIVE_IFACE, "Hold", &reply, append_hold, &a);
         if (r < 0)
@@ -80,12 +75,7 @@ _public_ int pmqos_request_for_fd_type(pmqos_client *c, pmqos_type type, int32_t
 
         if (ret_cookie)
                 *ret_cookie = 0;
-        if (!c || !ret_cookie || target_fd < 0 || (n_cpus > 0 && !cpus) || !type_name(type))
-                return -EINVAL;
-        CLIENT_SCOPE(c);
-        r = client_dispatch(c);
-        if (r < 0)
-                return r;
+        CLIENT_ENTER(c, !ret_cookie || target_fd < 0 || (n_cpus > 0 && !cpus) || !type_name(type));
         ForArgs f = {
                 .a = { .value = usec, .reason = reason, .timeout_sec = timeout_sec, .cpus = cpus, .n_cpus = n_cpus },
                 .type = type_name(type),
@@ -130,13 +120,8 @@ static int append_type(sd_bus_message *m, const void *data) {
 _public_ int pmqos_get_latency_type(pmqos_client *c, pmqos_type type, int32_t *ret_usec) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
 
-        if (!c || !ret_usec || !type_name(type))
-                return -EINVAL;
-        CLIENT_SCOPE(c);
-        int r = client_dispatch(c);
-        if (r < 0)
-                return r;
-        r = client_call(c, QOS_IFACE, "GetLatency", &reply, append_type, type_name(type));
+        CLIENT_ENTER(c, !ret_usec || !type_name(type));
+        int r = client_call(c, QOS_IFACE, "GetLatency", &reply, append_type, type_name(type));
         if (r < 0)
                 return r;
         r = sd_bus_message_read(reply, "i", ret_usec);

@@ -151,12 +151,7 @@ _public_ int pmqos_list_requests(pmqos_client *c, pmqos_request_info **ret, size
                 *ret = NULL; /* on every failure: pmqos_request_info_free(*ret, *ret_n) is then a no-op */
         if (ret_n)
                 *ret_n = 0;
-        if (!c || !ret || !ret_n)
-                return -EINVAL;
-        CLIENT_SCOPE(c);
-        int r = client_dispatch(c);
-        if (r < 0)
-                return r;
+        CLIENT_ENTER(c, !ret || !ret_n);
         return client_list(c, ret, ret_n);
 }
 

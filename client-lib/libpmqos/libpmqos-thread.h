@@ -13,6 +13,18 @@ static inline void client_unlockp(pmqos_client **c) {
                 client_unlock(*c);
 }
 #define CLIENT_SCOPE(c) _cleanup_(client_unlockp) pmqos_client *_client_scope = (client_lock(c), (c))
+/* The start of a public call that talks to the broker: -EINVAL when c is
+ * NULL or invalid holds, else c's lock held until the call returns and what
+ * arrived dispatched first (its failure returned). */
+#define CLIENT_ENTER(c, invalid)                   \
+        if (!(c) || (invalid))                     \
+                return -EINVAL;                    \
+        CLIENT_SCOPE(c);                           \
+        do {                                       \
+                int _enter_r = client_dispatch(c); \
+                if (_enter_r < 0)                  \
+                        return _enter_r;           \
+        } while (0)
 
 /* Starts the helper thread unless the application integrated the fd or it
  * runs already; best effort (a failure leaves the re-issue to the next call). */

@@ -173,12 +173,7 @@ _public_ int pmqos_request_full(pmqos_client *c, int32_t usec, const char *reaso
 
         if (ret_cookie)
                 *ret_cookie = 0; /* never a cookie: what a failure leaves */
-        if (!c || !ret_cookie || (n_cpus > 0 && !cpus) || (flags & ~(uint64_t) PMQOS_REQUEST_PERSISTENT))
-                return -EINVAL;
-        CLIENT_SCOPE(c);
-        r = client_dispatch(c);
-        if (r < 0)
-                return r;
+        CLIENT_ENTER(c, !ret_cookie || (n_cpus > 0 && !cpus) || (flags & ~(uint64_t) PMQOS_REQUEST_PERSISTENT));
 
         Entry *e = calloc(1, sizeof(Entry));
         if (!e)
@@ -238,16 +233,11 @@ static int append_cookie(sd_bus_message *m, const void *data) {
 }
 
 _public_ int pmqos_update(pmqos_client *c, uint32_t cookie, int32_t usec) {
-        if (!c)
-                return -EINVAL;
-        CLIENT_SCOPE(c);
-        int r = client_dispatch(c);
-        if (r < 0)
-                return r;
+        CLIENT_ENTER(c, false);
 
         Entry *e = client_find_entry(c, cookie, NULL);
         UpdateArgs a = { .cookie = e ? e->broker_cookie : cookie, .value = usec };
-        r = client_call(c, NATIVE_IFACE, "Update", NULL, append_update, &a);
+        int r = client_call(c, NATIVE_IFACE, "Update", NULL, append_update, &a);
         if (r < 0)
                 return r;
         if (e)
@@ -258,16 +248,11 @@ _public_ int pmqos_update(pmqos_client *c, uint32_t cookie, int32_t usec) {
 _public_ int pmqos_cancel(pmqos_client *c, uint32_t cookie) {
         Entry **link = NULL;
 
-        if (!c)
-                return -EINVAL;
-        CLIENT_SCOPE(c);
-        int r = client_dispatch(c);
-        if (r < 0)
-                return r;
+        CLIENT_ENTER(c, false);
 
         Entry *e = client_find_entry(c, cookie, &link);
         uint32_t broker_cookie = e ? e->broker_cookie : cookie;
-        r = client_call(c, NATIVE_IFACE, "Cancel", NULL, append_cookie, &broker_cookie);
+        int r = client_call(c, NATIVE_IFACE, "Cancel", NULL, append_cookie, &broker_cookie);
         if (r < 0)
                 return r;
         if (e) {
@@ -286,13 +271,8 @@ static int get_property(pmqos_client *c, const char *name, char type, void *ret)
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         const char sig[2] = { type, 0 };
 
-        if (!c || !ret)
-                return -EINVAL;
-        CLIENT_SCOPE(c);
-        int r = client_dispatch(c);
-        if (r < 0)
-                return r;
-        r = client_call(c, "org.freedesktop.DBus.Properties", "Get", &reply, append_property_name, name);
+        CLIENT_ENTER(c, !ret);
+        int r = client_call(c, "org.freedesktop.DBus.Properties", "Get", &reply, append_property_name, name);
         if (r < 0)
                 return r;
         r = sd_bus_message_read(reply, "v", sig, ret);
@@ -320,11 +300,6 @@ static int append_floor(sd_bus_message *m, const void *data) {
 }
 
 _public_ int pmqos_set_minimum_latency(pmqos_client *c, int32_t usec) {
-        if (!c)
-                return -EINVAL;
-        CLIENT_SCOPE(c);
-        int r = client_dispatch(c);
-        if (r < 0)
-                return r;
+        CLIENT_ENTER(c, false);
         return client_call(c, QOS_IFACE, "SetMinimumLatency", NULL, append_floor, &usec);
 }
