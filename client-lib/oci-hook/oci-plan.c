@@ -3,7 +3,6 @@
  * reason starts with "container ID", which is how poststop finds it again. */
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,15 +11,6 @@
 #include "oci-state.h"
 #include "util/cpu-list.h"
 #include "util/parse-value.h"
-
-static int fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t size, const char *fmt, ...) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, size, fmt, ap);
-        va_end(ap);
-        return -EINVAL;
-}
 
 /* Microseconds as decimal digits only (the shared grammar's integers: no
  * unit, sign or base), 0 … the contract's maximum. */
@@ -79,8 +69,9 @@ static int plan_crio(const char *v, OciPlan *plan, char *err, size_t size) {
         if (strcmp(v, "disable") == 0)
                 plan->usec = 0;
         else if (strncmp(v, "max_latency:", 12) != 0 || parse_usec(v + 12, &plan->usec) < 0)
-                return fail(err, size, OCI_ANN_CRIO "=\"%s\": expected enable, disable or max_latency:USEC",
-                            oci_shown(v, (char[41]){ 0 }, 41));
+                return oci_error(err, size, -EINVAL,
+                                 OCI_ANN_CRIO "=\"%s\": expected enable, disable or max_latency:USEC",
+                                 oci_shown(v, (char[41]){ 0 }, 41));
         plan->act = true;
         plan->want_container = true;
         return 0;
@@ -94,8 +85,9 @@ static int plan_cpus(const char *v, OciPlan *plan, char *err, size_t size) {
                 return 0;
         }
         if (cpu_list_parse(v, &plan->cpus, &plan->n_cpus) < 0)
-                return fail(err, size, OCI_ANN_CPUS "=\"%s\": expected \"container\" or a CPU list like 0-3,8",
-                            oci_shown(v, (char[41]){ 0 }, 41));
+                return oci_error(err, size, -EINVAL,
+                                 OCI_ANN_CPUS "=\"%s\": expected \"container\" or a CPU list like 0-3,8",
+                                 oci_shown(v, (char[41]){ 0 }, 41));
         return 0;
 }
 
@@ -113,25 +105,26 @@ int oci_plan_make(const OciState *s, OciPlan *plan, char *err, size_t size) {
                 plan->required = true;
         else if (s->required && strcmp(s->required, "false") != 0) {
                 plan->required = true; /* a typo must not quietly start a container without its bound */
-                return fail(err, size, OCI_ANN_REQUIRED "=\"%s\": expected true or false",
-                            oci_shown(s->required, (char[41]){ 0 }, 41));
+                return oci_error(err, size, -EINVAL, OCI_ANN_REQUIRED "=\"%s\": expected true or false",
+                                 oci_shown(s->required, (char[41]){ 0 }, 41));
         }
 
         if (!s->latency) {
                 if (s->crio)
                         return plan_crio(s->crio, plan, err, size);
                 if (s->cpus)
-                        return fail(err, size, OCI_ANN_CPUS " is given without " OCI_ANN_LATENCY);
+                        return oci_error(err, size, -EINVAL, OCI_ANN_CPUS " is given without " OCI_ANN_LATENCY);
                 return 0;
         }
         int r = parse_usec(s->latency, &plan->usec);
         if (r == -ERANGE)
-                return fail(err, size, OCI_ANN_LATENCY "=\"%s\": at most %d µs",
-                            oci_shown(s->latency, (char[41]){ 0 }, 41), PMQOS_CONTRACT_LATENCY_MAX);
+                return oci_error(err, size, -EINVAL, OCI_ANN_LATENCY "=\"%s\": at most %d µs",
+                                 oci_shown(s->latency, (char[41]){ 0 }, 41), PMQOS_CONTRACT_LATENCY_MAX);
         if (r < 0) {
                 if (!cstate_name(s->latency))
-                        return fail(err, size, OCI_ANN_LATENCY "=\"%s\": expected microseconds or a C-state name",
-                                    oci_shown(s->latency, (char[41]){ 0 }, 41));
+                        return oci_error(err, size, -EINVAL,
+                                         OCI_ANN_LATENCY "=\"%s\": expected microseconds or a C-state name",
+                                         oci_shown(s->latency, (char[41]){ 0 }, 41));
                 plan->cstate = s->latency;
         }
         plan->act = true;
@@ -142,15 +135,6 @@ void oci_plan_done(OciPlan *plan) {
         free(plan->cpus);
         plan->cpus = NULL;
         plan->n_cpus = 0;
-}
-
-static int refuse(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int refuse(char *err, size_t size, const char *fmt, ...) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, size, fmt, ap);
-        va_end(ap);
-        return -EPERM;
 }
 
 static bool within(uint32_t cpu, const uint32_t *set, size_t n) {
@@ -167,25 +151,28 @@ int oci_plan_confine(const OciPlan *plan, const char *config_cpus, bool machine_
         char shown[41];
         bool cpuset = config_cpus && config_cpus[strspn(config_cpus, " \n")];
         if (!plan->cpus && !plan->want_container && !machine_wide)
-                return refuse(err, size,
-                              "no " OCI_ANN_CPUS ": a bound on the whole machine, which MachineWide=deny in %s refuses",
-                              oci_shown(conf_path, (char[121]){ 0 }, 121));
+                return oci_error(err, size, -EPERM,
+                                 "no " OCI_ANN_CPUS
+                                 ": a bound on the whole machine, which MachineWide=deny in %s refuses",
+                                 oci_shown(conf_path, (char[121]){ 0 }, 121));
         if (!cpuset)
                 return machine_wide ? 0
-                                    : refuse(err, size,
-                                             "the container has no cpuset (linux.resources.cpu.cpus): its bound "
-                                             "would reach every CPU, which MachineWide=deny in %s refuses",
-                                             oci_shown(conf_path, (char[121]){ 0 }, 121));
+                                    : oci_error(err, size, -EPERM,
+                                                "the container has no cpuset (linux.resources.cpu.cpus): its bound "
+                                                "would reach every CPU, which MachineWide=deny in %s refuses",
+                                                oci_shown(conf_path, (char[121]){ 0 }, 121));
         uint32_t *set = NULL;
         size_t n = 0;
         if (cpu_list_parse(config_cpus, &set, &n) < 0)
-                return fail(err, size, "the container's cpuset (linux.resources.cpu.cpus \"%s\") is not a CPU list",
-                            oci_shown(config_cpus, shown, sizeof(shown)));
+                return oci_error(err, size, -EINVAL,
+                                 "the container's cpuset (linux.resources.cpu.cpus \"%s\") is not a CPU list",
+                                 oci_shown(config_cpus, shown, sizeof(shown)));
         int r = 0;
         for (size_t i = 0; plan->cpus && i < plan->n_cpus && r == 0; i++)
                 if (!within(plan->cpus[i], set, n))
-                        r = refuse(err, size, OCI_ANN_CPUS " names CPU %u, outside the container's cpuset \"%s\"",
-                                   plan->cpus[i], oci_shown(config_cpus, shown, sizeof(shown)));
+                        r = oci_error(err, size, -EPERM,
+                                      OCI_ANN_CPUS " names CPU %u, outside the container's cpuset \"%s\"",
+                                      plan->cpus[i], oci_shown(config_cpus, shown, sizeof(shown)));
         free(set);
         return r;
 }

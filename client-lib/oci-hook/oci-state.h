@@ -62,6 +62,8 @@ void oci_plan_done(OciPlan *plan);
  * cpuset that is no CPU list) with err set. */
 int oci_plan_confine(const OciPlan *plan, const char *config_cpus, bool machine_wide, const char *conf_path, char *err,
                      size_t err_size);
+/* The message, formatted into err; returns errnum (a negative errno). */
+int oci_error(char *err, size_t size, int errnum, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Text from outside, fit for a one-line message: printable ASCII (anything
  * else as '?'), cut to fit buf. Returns buf. */
 const char *oci_shown(const char *s, char *buf, size_t size);
