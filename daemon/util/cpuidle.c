@@ -13,19 +13,15 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "util/file-io.h"
 #include "util/text.h"
 
 #define CPUIDLE_NAME_MAX 64u
 
 int sysfs_read_at(int dir, const char *name, char *buf, size_t size) {
-        int fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
-        ssize_t n = read(fd, buf, size - 1);
-        int r = n < 0 ? -errno : 0;
-        close(fd);
-        if (r < 0)
-                return r;
+        ssize_t n = read_small_at(dir, name, buf, size);
+        if (n < 0)
+                return (int) n;
         while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
                 n--;
         buf[n] = 0;
