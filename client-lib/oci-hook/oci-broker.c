@@ -12,7 +12,7 @@
 #include "pmqos.h"
 
 /* The broker's sentence for the failure r on c (or libpmqos's for r). */
-static int failed(pmqos_client *c, int r, char *err, size_t size) {
+static int broker_failed(pmqos_client *c, int r, char *err, size_t size) {
         const char *why = c ? pmqos_client_last_error(c) : NULL;
         snprintf(err, size, "%s", why ? why : pmqos_strerror(r));
         return r;
@@ -26,7 +26,7 @@ int oci_request_for(int target, const OciPlan *plan, uint32_t *ret_cookie, char 
         if (r >= 0)
                 r = pmqos_request_for_fd(c, plan->usec, target, plan->reason, 0, plan->cpus, plan->n_cpus, ret_cookie);
         if (r < 0)
-                failed(c, r, err, size);
+                broker_failed(c, r, err, size);
         pmqos_client_free(c); /* a RequestFor request ends with its target, not with c */
         return r;
 }
@@ -49,7 +49,7 @@ int oci_cancel_container(const char *id, char *err, size_t size) {
                         r = k; /* ended meanwhile (the container died): fine */
         }
         if (r < 0)
-                failed(c, r, err, size);
+                broker_failed(c, r, err, size);
         if (r == -ECONNREFUSED || r == -EHOSTDOWN)
                 r = 0;
         pmqos_request_info_free(infos, n);

@@ -14,7 +14,7 @@
 
 /* Microseconds as decimal digits only (the shared grammar's integers: no
  * unit, sign or base), 0 … the contract's maximum. */
-static int parse_usec(const char *s, int32_t *ret) {
+static int plan_usec(const char *s, int32_t *ret) {
         uint64_t v;
         int r = parse_decimal(s, PMQOS_CONTRACT_LATENCY_MAX, &v);
         if (r < 0)
@@ -68,7 +68,7 @@ static int plan_crio(const char *v, OciPlan *plan, char *err, size_t size) {
                 return 0; /* CRI-O: every C-state allowed, nothing to hold */
         if (strcmp(v, "disable") == 0)
                 plan->usec = 0;
-        else if (strncmp(v, "max_latency:", 12) != 0 || parse_usec(v + 12, &plan->usec) < 0)
+        else if (strncmp(v, "max_latency:", 12) != 0 || plan_usec(v + 12, &plan->usec) < 0)
                 return oci_error(err, size, -EINVAL,
                                  OCI_ANN_CRIO "=\"%s\": expected enable, disable or max_latency:USEC",
                                  oci_shown(v, (char[41]){ 0 }, 41));
@@ -116,7 +116,7 @@ int oci_plan_make(const OciState *s, OciPlan *plan, char *err, size_t size) {
                         return oci_error(err, size, -EINVAL, OCI_ANN_CPUS " is given without " OCI_ANN_LATENCY);
                 return 0;
         }
-        int r = parse_usec(s->latency, &plan->usec);
+        int r = plan_usec(s->latency, &plan->usec);
         if (r == -ERANGE)
                 return oci_error(err, size, -EINVAL, OCI_ANN_LATENCY "=\"%s\": at most %d µs",
                                  oci_shown(s->latency, (char[41]){ 0 }, 41), PMQOS_CONTRACT_LATENCY_MAX);
