@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The one lookup (sys/cpuidle.c: the largest exit latency of the state on
+/* The one lookup (util/cpuidle.c: the largest exit latency of the state on
  * any online CPU, pmqosctl's rule) and the one message for every key. */
 
 #include "core/cstates.h"
