@@ -12,7 +12,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <stdio.h>
 #include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -20,19 +22,31 @@
 typedef struct TestBus {
         pid_t pid;
         char address[512];
+        char dir[64]; /* its configuration */
 } TestBus;
 
-/* Starts dbus-daemon --session on a socket of its own; returns once it listens. */
+/* A session bus that any user may connect to (the callers of other uids). */
+#define TEST_BUS_CONFIG                                                                 \
+        "<busconfig><type>session</type><listen>unix:tmpdir=/tmp</listen>"              \
+        "<auth>EXTERNAL</auth><policy context=\"default\"><allow user=\"*\"/>"          \
+        "<allow send_destination=\"*\" eavesdrop=\"true\"/><allow eavesdrop=\"true\"/>" \
+        "<allow own=\"*\"/></policy></busconfig>\n"
+
+/* Starts a dbus-daemon of its own; returns once it listens. */
 static inline void test_bus_start(TestBus *tb) {
         int out[2];
+        char config[128];
+        snprintf(tb->dir, sizeof(tb->dir), "%s", unit_make_dir("bus"));
+        unit_write_file(tb->dir, "bus.conf", TEST_BUS_CONFIG);
+        snprintf(config, sizeof(config), "--config-file=%s/bus.conf", tb->dir);
         ck_assert_int_eq(pipe(out), 0);
         tb->pid = fork();
         ck_assert_int_ge(tb->pid, 0);
         if (tb->pid == 0) {
                 (void) prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlives a failed test */
                 dup2(out[1], STDOUT_FILENO);
-                execlp("dbus-daemon", "dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1",
-                       "--address=unix:tmpdir=/tmp", (char *) NULL);
+                execlp("dbus-daemon", "dbus-daemon", config, "--nofork", "--nopidfile", "--print-address=1",
+                       (char *) NULL);
                 _exit(127);
         }
         close(out[1]);
@@ -55,6 +69,7 @@ static inline void test_bus_stop(TestBus *tb) {
         kill(tb->pid, SIGTERM);
         waitpid(tb->pid, NULL, 0);
         tb->pid = 0;
+        unit_remove_dir(tb->dir);
 }
 
 /* A new peer on tb, its Hello answered. */
@@ -66,6 +81,15 @@ static inline sd_bus *test_bus_connect(const TestBus *tb) {
         ck_assert_int_ge(sd_bus_start(bus), 0);
         const char *unique = NULL;
         ck_assert_int_ge(sd_bus_get_unique_name(bus, &unique), 0); /* waits for Hello's answer */
+        return bus;
+}
+
+/* A new peer of user uid (its credentials as the bus sees them: taken at
+ * connect() and in the EXTERNAL authentication). */
+static inline sd_bus *test_bus_connect_as(const TestBus *tb, uid_t uid) {
+        ck_assert_int_eq(seteuid(uid), 0);
+        sd_bus *bus = test_bus_connect(tb);
+        ck_assert_int_eq(seteuid(0), 0);
         return bus;
 }
 
@@ -102,6 +126,13 @@ static inline void test_bus_run_until(sd_bus *const *buses, bool (*done)(void *u
         }
 }
 
+/* Runs event (buses attached to it) until done(userdata) holds; the same
+ * guard of 10 s without any event. */
+static inline void test_event_run_until(sd_event *event, bool (*done)(void *userdata), void *userdata) {
+        while (!done(userdata))
+                ck_assert_int_gt(sd_event_run(event, 10 * 1000 * 1000), 0);
+}
+
 static bool counter_reached(void *userdata) {
         const unsigned *const *c = userdata;
         return *c[0] >= *c[1];
@@ -111,4 +142,9 @@ static bool counter_reached(void *userdata) {
 static inline void test_bus_run_until_count(sd_bus *const *buses, const unsigned *counter, unsigned want) {
         const unsigned *pair[2] = { counter, &want };
         test_bus_run_until(buses, counter_reached, pair);
+}
+
+static inline void test_event_run_until_count(sd_event *event, const unsigned *counter, unsigned want) {
+        const unsigned *pair[2] = { counter, &want };
+        test_event_run_until(event, counter_reached, pair);
 }
