@@ -8,7 +8,7 @@
  * bound: the device is in the store as well), and comes back at start to its
  * record entry, matched by cookie and kind. */
 
-#include "bus/holds.h"
+#include "record/holds.h"
 
 #include <assert.h>
 #include <errno.h>
