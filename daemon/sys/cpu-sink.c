@@ -111,6 +111,10 @@ static int write_value(CpuSink *s, uint32_t cpu, const char *text) {
         return (size_t) n == len ? 0 : -EIO;
 }
 
+int cpu_sink_write_text(CpuSink *s, uint32_t cpu, const char *text) {
+        return write_value(s, cpu, text);
+}
+
 int cpu_sink_check_cpu(const CpuSink *s, uint32_t cpu) {
         char path[512], buf[16];
 
@@ -165,6 +169,10 @@ int cpu_sink_remember(CpuSink *s, uint32_t cpu) {
         return add_original(s, cpu, buf);
 }
 
+int cpu_sink_remember_text(CpuSink *s, uint32_t cpu, const char *text) {
+        return find(s, cpu) ? 0 : add_original(s, cpu, text);
+}
+
 int cpu_sink_write(CpuSink *s, uint32_t cpu, int32_t usec) {
         char text[16];
         CpuOriginal *o = find(s, cpu);
@@ -193,6 +201,12 @@ int cpu_sink_write(CpuSink *s, uint32_t cpu, int32_t usec) {
         o->written = usec;
         s->n_writes++;
         return 0;
+}
+
+void cpu_sink_forget_written(CpuSink *s, uint32_t cpu) {
+        CpuOriginal *o = find(s, cpu);
+        if (o)
+                o->written = CPU_WRITTEN_UNKNOWN;
 }
 
 int32_t cpu_sink_written(const CpuSink *s, uint32_t cpu) {
