@@ -3,7 +3,8 @@
  * /proc/PID/cgroup text, and (as root: fanotify needs CAP_SYS_ADMIN) the
  * watch on a fake sysfs tree — a child with its own comm named with the
  * value it wrote, pmqosd's own write clearing the file's writer, a disable
- * file's writer, and restore writing back what the file held at start. */
+ * file's writer, restore writing back what the file held at start, and a
+ * CPU's new cpuidle files marked when its online file is written. */
 
 #include <errno.h>
 #include <poll.h>
@@ -157,6 +158,18 @@ START_TEST(test_watch_names_writers) {
         ck_assert_uint_eq(fw.state, 1);
         ck_assert_str_eq(foreign_watch_writer(&w, 1, 1)->comm, "fw-child");
         ck_assert_ptr_null(foreign_watch_writer(&w, 1, 0));
+        reap(pid, go);
+
+        /* A CPU brought online (its online file written, by anyone) has new
+         * cpuidle files: they are marked then, and their writers named. */
+        unit_write_file(root, "devices/system/cpu/cpu1/cpuidle/state2/disable", "0\n");
+        unit_write_file(root, "devices/system/cpu/cpu1/online", "1\n");
+        ck_assert_int_eq(read_one(&w, &fw), 0);
+        ck_assert_uint_eq(w.cpus[1].n_states, 3);
+        pid = child_writes("devices/system/cpu/cpu1/cpuidle/state2/disable", "1", &go);
+        ck_assert_int_eq(read_one(&w, &fw), 1);
+        ck_assert_uint_eq(fw.state, 2);
+        ck_assert_uint_eq(foreign_watch_writer(&w, 1, 2)->pid, (uint32_t) pid);
         reap(pid, go);
 
         foreign_watch_done(&w);
