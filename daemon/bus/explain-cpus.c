@@ -54,7 +54,8 @@ typedef struct CpuFacts {
         bool foreign;
         char *text; /* resume_latency, cleaned */
         const CpuIdle *idle;
-        const ForeignWatch *foreign_watch; /* its writers (Explain()'s cpus only, not folded groups), or NULL */
+        bool listed;                       /* Explain()'s cpus, not a folded group: with its writers */
+        const ForeignWatch *foreign_watch; /* those writers; NULL: not watched (then empty) */
 } CpuFacts;
 
 static int cpu_facts(const Core *c, int32_t kernel, uint32_t cpu, const CpuTable *table, CpuFacts *ret) {
@@ -89,7 +90,7 @@ static int append_cstates(sd_bus_message *reply, const CpuFacts *f, size_t n) {
                                                   "u", st->latency, "allowed", "b",
                                                   (int) state_allowed(f->bound, st->latency), "disabled", "b",
                                                   (int) st->disabled, "usage", "t", usage, "time", "t", time);
-                if (r >= 0 && n == 1 && f->foreign_watch)
+                if (r >= 0 && f->listed)
                         r = explain_append_writer(reply, "disabled_by",
                                                   foreign_watch_writer(f->foreign_watch, f->cpu, (int) k));
                 if (r >= 0)
@@ -105,7 +106,7 @@ static int append_cpu(sd_bus_message *reply, const CpuFacts *f) {
         if (r >= 0)
                 r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}", "cpu", "u", f->cpu, "bound", "i", f->bound,
                                           "resume_latency", "s", f->text, "foreign", "b", (int) f->foreign);
-        if (r >= 0 && f->foreign_watch)
+        if (r >= 0 && f->listed)
                 r = explain_append_writer(reply, "foreign_writer", foreign_watch_writer(f->foreign_watch, f->cpu, -1));
         if (r >= 0)
                 r = append_cstates(reply, f, 1);
@@ -121,6 +122,7 @@ int explain_append_cpus(sd_bus_message *reply, const Core *c, int32_t kernel, co
                 if (!tables[cpu].present)
                         continue;
                 r = cpu_facts(c, kernel, cpu, &tables[cpu], &f);
+                f.listed = true;
                 f.foreign_watch = c->foreign;
                 if (r >= 0) {
                         r = append_cpu(reply, &f);

@@ -284,6 +284,8 @@ const ForeignWriter *foreign_watch_writer(const ForeignWatch *w, uint32_t cpu, i
         return wr->pid != 0 ? wr : NULL;
 }
 
+/* cpuidle checks CAP_SYS_ADMIN at each write (store_state_disable()): a
+ * descriptor opened while root would not help after the drop. */
 static int write_disable(const ForeignWatch *w, uint32_t cpu, unsigned state, const char *text) {
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s" CPU_DIR "/cpu%u/cpuidle/state%u/disable", w->sysfs_root, cpu, state);

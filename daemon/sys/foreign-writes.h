@@ -98,6 +98,7 @@ int foreign_knob_of_path(const char *path, KnobKind *ret_kind, uint32_t *ret_cpu
  * what s last wrote there where it constrains that CPU, else the file's text
  * when first marked; for a disable file its text when first marked — into
  * ret, and written back unless the file holds it already. Returns 1 if
- * written, 0 if not needed, or a negative errno (-EACCES: a disable file
- * needs root, which pmqosd may have given up). */
+ * written, 0 if not needed, or a negative errno (-EPERM: cpuidle checks
+ * CAP_SYS_ADMIN at each write of a disable file, which pmqosd gave up
+ * with --user). */
 int foreign_watch_restore(ForeignWatch *w, CpuSink *s, const ForeignWrite *fw, char *ret, size_t size);
