@@ -11,6 +11,7 @@ it touches back as it found it."""
 import glob
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -130,6 +131,25 @@ class TestReport(CustodyTestCase):
         # report changes nothing.
         self.assert_persists(lambda: read(cpu_file(SYSFS, 1)) == "n/a", what="the writer's n/a")
         self.assertEqual(self.explain_cpu(0)["foreign_writer"], {})
+
+    def test_a_flood_is_logged_in_bounds(self):
+        """A writer's flood: 20 lines per 10 s, then, at the next line due,
+        one saying how many were left out (no timer: measured then)."""
+        _ = self.daemon
+        w = self.writer(cpu_file(SYSFS, 1))
+        for i in range(60):
+            w.write(str(100 + i % 2))
+            time.sleep(0.005)  # read before the next: one writer's unread writes to a file merge
+        self.assert_eventually(lambda: self.explain_cpu(1)["foreign_writer"].get("value") == "101",
+                               what="the last write named")
+        self.assertEqual(self.daemon.output().count("Foreign write to cpu1/"), 20)
+        time.sleep(10.2)
+        w.write("n/a")
+        self.assert_eventually(lambda: "lines about foreign writes in the last 1" in self.daemon.output(),
+                               what="the count of what was left out")
+        m = re.search(r"Left out (\d+) lines about foreign writes", self.daemon.output())
+        self.assertGreater(int(m.group(1)), 0)
+        self.assertEqual(self.daemon.output().count("Foreign write to cpu1/"), 21)
 
     def test_cpupower_named_as_disabled_by(self):
         cpupower = shutil.which("cpupower")
