@@ -66,7 +66,7 @@ static Request *adopted_request(Manager *m, const ForeignWrite *fw, const Target
 }
 
 /* A new request of the writer, bound to its process. */
-static int adopt_new(Manager *m, const ForeignWatch *w, const ForeignWrite *fw, int32_t value, const char *reason,
+static int adopt_new(Manager *m, ForeignWatch *w, const ForeignWrite *fw, int32_t value, const char *reason,
                      ChangeSet *changes) {
         char why[256];
         if (m->holds.n >= m->holds.max)
@@ -107,33 +107,40 @@ static int adopt_new(Manager *m, const ForeignWatch *w, const ForeignWrite *fw, 
         return 1;
 }
 
-int custody_adopt(Manager *m, const ForeignWatch *w, const ForeignWrite *fw) {
+/* The file holds the writer's value: what pmqosd holds for that CPU now
+ * (the aggregate, the writer's request in it) goes back over it, unless the
+ * writer fights back (then its value stays). A commit writes only what
+ * differs from what pmqosd wrote last, which the writer's value is not. */
+static void bring_back(Manager *m, ForeignWatch *w, const ForeignWrite *fw) {
+        char value[FOREIGN_VALUE_MAX];
+        if (fw->contested)
+                return;
+        int r = foreign_watch_restore(w, &m->core.cpus, fw, value, sizeof(value));
+        if (r < 0)
+                log_warning_errno(r, "Cannot write cpu%" PRIu32 "'s bound %s back over pid %" PRIu32 "'s write: %m",
+                                  fw->cpu, value, fw->writer.pid);
+}
+
+int custody_adopt(Manager *m, ForeignWatch *w, const ForeignWrite *fw) {
         ChangeSet changes = {};
         char reason[64];
         int32_t value;
-        int r;
+        int r = 0;
 
         if (parse_resume(fw->writer.value, &value) < 0 || fw->writer.pid == 0)
                 return 0; /* nothing a writer of a bound writes: reported only */
         snprintf(reason, sizeof(reason), "adopted write to cpu%" PRIu32, fw->cpu);
         Request *req = find_adopted(m, (pid_t) fw->writer.pid, fw->cpu, reason);
-        /* The file holds the writer's value now: the commit writes the aggregate
-         * over it, unless the writer fights back (then its value stays there). */
-        if (!fw->contested)
-                cpu_sink_forget_written(&m->core.cpus, fw->cpu);
         if (req && value < 0)
                 r = core_end(&m->core, req, AUDIT_END_CANCELLED, 0, &changes);
         else if (req)
                 r = core_update(&m->core, req, value, 0, &changes);
         else if (value >= 0)
                 r = adopt_new(m, w, fw, value, reason, &changes);
-        else
-                return 0;
-        if (r < 0) {
+        if (r < 0)
                 log_warning_errno(r, "Cannot adopt the write of pid %" PRIu32 " (%s) to cpu%" PRIu32 ": %m",
                                   fw->writer.pid, fw->writer.comm, fw->cpu);
-                return 0;
-        }
+        bring_back(m, w, fw);
         publish(&m->pub, &changes);
         return r > 0;
 }

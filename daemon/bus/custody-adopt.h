@@ -11,8 +11,9 @@ typedef struct Manager Manager;
 
 /* Adopts fw (a resume latency write): a new request of the writer, or its
  * adopted request on that CPU updated, or ended when it wrote "0" (no
- * constraint). A contested writer's value is adopted, but pmqosd does not
- * write the file back over it (no write loop with another daemon). */
+ * constraint); then the file gets pmqosd's aggregate for that CPU back. A
+ * contested writer's value is adopted, but pmqosd does not write the file
+ * back over it (no write loop with another daemon). */
 /* w is the watch that saw it (for what the file held before). Returns 1 when
  * a new request was made, 0 otherwise (logged if it failed). */
-int custody_adopt(Manager *m, const ForeignWatch *w, const ForeignWrite *fw);
+int custody_adopt(Manager *m, ForeignWatch *w, const ForeignWrite *fw);

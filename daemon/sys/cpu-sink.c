@@ -203,12 +203,6 @@ int cpu_sink_write(CpuSink *s, uint32_t cpu, int32_t usec) {
         return 0;
 }
 
-void cpu_sink_forget_written(CpuSink *s, uint32_t cpu) {
-        CpuOriginal *o = find(s, cpu);
-        if (o)
-                o->written = CPU_WRITTEN_UNKNOWN;
-}
-
 int32_t cpu_sink_written(const CpuSink *s, uint32_t cpu) {
         const CpuOriginal *o = find(s, cpu);
         return o ? o->written : PMQOS_LATENCY_NONE;

@@ -55,9 +55,6 @@ int cpu_sink_write(CpuSink *s, uint32_t cpu, int32_t usec);
 /* Writes text to cpu's file as it is, remembering nothing (restore's write-back). */
 int cpu_sink_write_text(CpuSink *s, uint32_t cpu, const char *text);
 
-/* Someone else wrote cpu's file: the next commit writes it whatever we wrote before. */
-void cpu_sink_forget_written(CpuSink *s, uint32_t cpu);
-
 /* The bound we last wrote, or PMQOS_LATENCY_NONE. */
 int32_t cpu_sink_written(const CpuSink *s, uint32_t cpu);
 
