@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bus/bus.h"
+#include "bus/custody.h"
 #include "bus/manager.h"
 #include "options.h"
 #include "service.h"
@@ -21,6 +22,7 @@
 typedef struct ReloadContext {
         Options *options;
         Manager *manager;
+        Custody *custody;
 } ReloadContext;
 
 static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -40,6 +42,7 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
                 o->config.limits = next.config.limits;
                 o->config.core.default_floor = next.config.core.default_floor;
                 o->config.core.battery_floor = next.config.core.battery_floor;
+                o->foreign_writes = ctx->custody->policy = next.foreign_writes;
                 manager_set_limits(ctx->manager, &o->config.limits, o->config.core.default_floor,
                                    o->config.core.battery_floor);
                 const Limits *l = &o->config.limits;
@@ -203,6 +206,10 @@ static int run(int argc, char *argv[]) {
         service_store_device_fds(m, &o.config.core);
         if (unit_rules_set(&m->rules, &rules) < 0)
                 return 1;
+        /* fanotify needs CAP_SYS_ADMIN to be made, nothing once it is. */
+        _cleanup_(custody_stop) Custody custody = {};
+        if (custody_start(&custody, m, o.config.core.sysfs_root, o.foreign_writes) < 0)
+                return 1;
 
         /* Then, optionally, nothing of root at all; the bus sees who we really are. */
         if (o.user && service_drop_privileges(&user, o.config.core.state_dir, &m->core.record) < 0)
@@ -215,7 +222,7 @@ static int run(int argc, char *argv[]) {
         /* What differs from the previous run, now that subscribers can hear it. */
         publish(&m->pub, &startup);
 
-        ReloadContext reload = { .options = &o, .manager = m };
+        ReloadContext reload = { .options = &o, .manager = m, .custody = &custody };
         (void) sd_event_add_signal(event, NULL, SIGHUP, on_sighup, &reload);
 
         log_info("Serving %s on %s.", PMQOS_BUS_NAME, o.config.core.device);
@@ -229,6 +236,7 @@ static int run(int argc, char *argv[]) {
                 m->core.keep_cpus = true;
                 log_info("Restarting: per-CPU bounds stay in place for the next run.");
         }
+        custody_stop(&custody);
         m = manager_free(m); /* per-CPU values restored before the bus goes */
         if (r < 0) {
                 log_error_errno(r, "Event loop failed: %m");

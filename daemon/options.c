@@ -246,6 +246,7 @@ static void apply_config(Options *o, Config *c, unsigned set, char **ret_state_d
                 o->config.limits.max_timeout_sec = cli.max_timeout_sec;
         o->config.core.default_floor = c->default_floor;
         o->config.core.battery_floor = c->battery_floor;
+        o->foreign_writes = c->foreign_writes;
         if ((set & CONFIG_SET_STATE_DIR) && !(o->cli_set & CONFIG_SET_STATE_DIR))
                 *ret_state_dir = TAKE_PTR(c->state_dir);
         config_done(c);

@@ -21,6 +21,7 @@ typedef struct Options {
         bool check_config;         /* --check-config: read the files, say what is wrong, exit */
         const char *rules_dirs[2]; /* unit rules: the first directory's files win by name */
         size_t n_rules_dirs;
+        ForeignPolicy foreign_writes; /* ForeignWrites= */
 } Options;
 
 /* Returns 1 to run, 0 to exit successfully (--help, --version), negative on

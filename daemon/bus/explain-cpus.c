@@ -24,6 +24,16 @@ int explain_close_entry(sd_bus_message *reply) {
         return r < 0 ? r : sd_bus_message_close_container(reply);
 }
 
+int explain_append_writer(sd_bus_message *reply, const char *key, const ForeignWriter *w) {
+        int r = explain_open_entry(reply, key, "a{sv}");
+        if (r >= 0 && w)
+                r = sd_bus_message_append(reply, "a{sv}", 5, "pid", "u", w->pid, "comm", "s", w->comm, "unit", "s",
+                                          w->unit, "value", "s", w->value, "when", "x", w->when);
+        else if (r >= 0)
+                r = sd_bus_message_append(reply, "a{sv}", 0);
+        return r < 0 ? r : explain_close_entry(reply);
+}
+
 /* The bound a CPU lives under: the kernel's global value and its own file's, the lower. */
 static int32_t cpu_bound(int32_t kernel, const CpuFileView *view) {
         int32_t g = kernel >= 0 && kernel < PMQOS_CONTRACT_LATENCY_MAX ? kernel : PMQOS_LATENCY_NONE;
@@ -44,6 +54,8 @@ typedef struct CpuFacts {
         bool foreign;
         char *text; /* resume_latency, cleaned */
         const CpuIdle *idle;
+        bool listed;                       /* Explain()'s cpus, not a folded group: with its writers */
+        const ForeignWatch *foreign_watch; /* those writers; NULL: not watched (then empty) */
 } CpuFacts;
 
 static int cpu_facts(const Core *c, int32_t kernel, uint32_t cpu, const CpuTable *table, CpuFacts *ret) {
@@ -72,9 +84,17 @@ static int append_cstates(sd_bus_message *reply, const CpuFacts *f, size_t n) {
                         usage += f[i].idle->states[k].usage;
                         time += f[i].idle->states[k].time;
                 }
-                r = sd_bus_message_append(reply, "a{sv}", 6, "name", "s", st->name, "latency", "u", st->latency,
-                                          "allowed", "b", (int) state_allowed(f->bound, st->latency), "disabled", "b",
-                                          (int) st->disabled, "usage", "t", usage, "time", "t", time);
+                r = sd_bus_message_open_container(reply, 'a', "{sv}");
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}{sv}{sv}", "name", "s", st->name, "latency",
+                                                  "u", st->latency, "allowed", "b",
+                                                  (int) state_allowed(f->bound, st->latency), "disabled", "b",
+                                                  (int) st->disabled, "usage", "t", usage, "time", "t", time);
+                if (r >= 0 && f->listed)
+                        r = explain_append_writer(reply, "disabled_by",
+                                                  foreign_watch_writer(f->foreign_watch, f->cpu, (int) k));
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
         }
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
@@ -86,6 +106,8 @@ static int append_cpu(sd_bus_message *reply, const CpuFacts *f) {
         if (r >= 0)
                 r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}", "cpu", "u", f->cpu, "bound", "i", f->bound,
                                           "resume_latency", "s", f->text, "foreign", "b", (int) f->foreign);
+        if (r >= 0 && f->listed)
+                r = explain_append_writer(reply, "foreign_writer", foreign_watch_writer(f->foreign_watch, f->cpu, -1));
         if (r >= 0)
                 r = append_cstates(reply, f, 1);
         return r < 0 ? r : sd_bus_message_close_container(reply);
@@ -100,6 +122,8 @@ int explain_append_cpus(sd_bus_message *reply, const Core *c, int32_t kernel, co
                 if (!tables[cpu].present)
                         continue;
                 r = cpu_facts(c, kernel, cpu, &tables[cpu], &f);
+                f.listed = true;
+                f.foreign_watch = c->foreign;
                 if (r >= 0) {
                         r = append_cpu(reply, &f);
                         free(f.text);

@@ -9,10 +9,13 @@
 
 #include "core/core.h"
 #include "sys/cpu-tables.h"
+#include "sys/foreign-writes.h"
 
 /* Opens "{sv}" with key and a variant of signature inside; close with explain_close_entry(). */
 int explain_open_entry(sd_bus_message *reply, const char *key, const char *signature);
 int explain_close_entry(sd_bus_message *reply);
+/* Appends key: w's pid, comm, unit, value and when as a{sv}, empty for NULL. */
+int explain_append_writer(sd_bus_message *reply, const char *key, const ForeignWriter *w);
 
 /* Appends the "cpus" entry: every present CPU of tables (n of them, by CPU
  * number) under kernel, the device's global value. */

@@ -99,6 +99,11 @@ static int parse_number(const NumberKey *nk, const char *s, long long *ret) {
 /* One Key=Value into c: its CONFIG_SET_* bit in *ret_bit; 0 with *ret_expect
  * set for a value that is not what the key takes; -ENOKEY for a key that is
  * not known; -ENOMEM. */
+const char *foreign_policy_to_string(ForeignPolicy p) {
+        static const char *const names[] = { "report", "restore", "adopt" };
+        return (unsigned) p < ELEMENTSOF(names) ? names[p] : "report";
+}
+
 static int parse_key(Config *c, const char *key, const char *value, unsigned lineno, unsigned *ret_bit,
                      const char **ret_expect) {
         long long v;
@@ -126,6 +131,16 @@ static int parse_key(Config *c, const char *key, const char *value, unsigned lin
                         *ret_expect = "microseconds (0 … 2000000000), bare or with a unit (\"50us\", \"2ms\"), a "
                                       "C-state name (\"C1E\"), or \"none\"";
                 return r < 0 ? r : 0;
+        }
+        if (strcmp(key, "ForeignWrites") == 0) {
+                *ret_bit = CONFIG_SET_FOREIGN_WRITES;
+                for (ForeignPolicy p = FOREIGN_REPORT; p <= FOREIGN_ADOPT; p++)
+                        if (strcmp(value, foreign_policy_to_string(p)) == 0) {
+                                c->foreign_writes = p;
+                                return 0;
+                        }
+                *ret_expect = "report, restore or adopt";
+                return 0;
         }
         if (strcmp(key, "StateDirectory") == 0) {
                 *ret_bit = CONFIG_SET_STATE_DIR;
@@ -172,7 +187,7 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                                  "MaxTimeoutSec, MaxUnprivilegedTimeoutSec, MaxPendingPerConnection, "
                                  "MaxPendingPerUser, MaxPending, MaxPolkitChecksInFlight, MaxClients, MaxHeldRequests, "
                                  "MaxCallsPerSecondPerUser, MaxUnreadBytesPerConnection, MaxUnreadBytesPerUser, "
-                                 "DefaultMinimumLatency, OnBatteryMinimumLatency, StateDirectory)",
+                                 "DefaultMinimumLatency, OnBatteryMinimumLatency, StateDirectory, ForeignWrites)",
                                  path, lineno, key);
                         r = -EINVAL;
                 }

@@ -61,6 +61,16 @@ typedef struct ConfigCState {
         unsigned line;
 } ConfigCState;
 
+/* ForeignWrites=: what pmqosd does when another process writes a per-CPU
+ * idle knob (sys/foreign-writes.h). */
+typedef enum ForeignPolicy {
+        FOREIGN_REPORT,  /* name it, change nothing (the default) */
+        FOREIGN_RESTORE, /* write pmqosd's value back, once per write, unless the writer fights back */
+        FOREIGN_ADOPT,   /* a resume latency value becomes a request of the writer, bound to its process */
+} ForeignPolicy;
+
+const char *foreign_policy_to_string(ForeignPolicy p);
+
 typedef struct Config {
         Limits limits;
         int32_t default_floor; /* -1: none */
@@ -69,6 +79,7 @@ typedef struct Config {
          * set it gave a C-state name: the loader resolves it (options.c). */
         ConfigCState default_floor_cstate, battery_floor_cstate;
         char *state_dir; /* NULL: not set in the file */
+        ForeignPolicy foreign_writes;
 } Config;
 
 /* Which keys the file set (so that command-line options can win over them). */
@@ -89,6 +100,7 @@ enum {
         CONFIG_SET_MAX_CALLS_PER_SEC = 1 << 13,
         CONFIG_SET_MAX_UNREAD_PER_CONNECTION = 1 << 14,
         CONFIG_SET_MAX_UNREAD_PER_UID = 1 << 15,
+        CONFIG_SET_FOREIGN_WRITES = 1 << 16,
 };
 
 void config_done(Config *c);

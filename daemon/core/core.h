@@ -11,6 +11,7 @@
 
 #include "record/audit.h"
 #include "sys/cpu-sink.h"
+#include "sys/foreign-writes.h"
 #include "record/runtime-record.h"
 #include "sys/sink.h"
 #include "model/store.h"
@@ -69,6 +70,9 @@ typedef struct Core {
         bool originals_dirty;     /* only CPU originals changed: they mean nothing after a reboot, so the
                                    * save needs no fsync of the directory */
         char refused[600];        /* the file the last failed core_commit() could not write, for its caller */
+
+        /* Who else wrote the per-CPU idle knobs (bus/custody.c), for Explain(); NULL: not watched. */
+        const ForeignWatch *foreign;
 } Core;
 
 /* Opens the device (or takes the one the service manager kept) and every

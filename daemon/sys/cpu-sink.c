@@ -111,6 +111,10 @@ static int write_value(CpuSink *s, uint32_t cpu, const char *text) {
         return (size_t) n == len ? 0 : -EIO;
 }
 
+int cpu_sink_write_text(CpuSink *s, uint32_t cpu, const char *text) {
+        return write_value(s, cpu, text);
+}
+
 int cpu_sink_check_cpu(const CpuSink *s, uint32_t cpu) {
         char path[512], buf[16];
 
@@ -163,6 +167,10 @@ int cpu_sink_remember(CpuSink *s, uint32_t cpu) {
         if (r < 0)
                 return r;
         return add_original(s, cpu, buf);
+}
+
+int cpu_sink_remember_text(CpuSink *s, uint32_t cpu, const char *text) {
+        return find(s, cpu) ? 0 : add_original(s, cpu, text);
 }
 
 int cpu_sink_write(CpuSink *s, uint32_t cpu, int32_t usec) {

@@ -45,8 +45,15 @@ bool cpu_sink_constrains(const CpuSink *s, uint32_t cpu);
  * persists the originals before calling cpu_sink_write(). */
 int cpu_sink_remember(CpuSink *s, uint32_t cpu);
 
+/* The same with text as the original: what the file held before another
+ * process wrote it (ForeignWrites=adopt), not what it holds now. */
+int cpu_sink_remember_text(CpuSink *s, uint32_t cpu, const char *text);
+
 /* Writes a bound (0 … max; PMQOS_LATENCY_NONE restores the original and forgets it). */
 int cpu_sink_write(CpuSink *s, uint32_t cpu, int32_t usec);
+
+/* Writes text to cpu's file as it is, remembering nothing (restore's write-back). */
+int cpu_sink_write_text(CpuSink *s, uint32_t cpu, const char *text);
 
 /* The bound we last wrote, or PMQOS_LATENCY_NONE. */
 int32_t cpu_sink_written(const CpuSink *s, uint32_t cpu);

@@ -99,8 +99,9 @@ class TestInstall(BrokerTestCase):
         self.assertIsNotNone(m, r.stdout + r.stderr)
         self.assertIn(m.group(2), ("OK", "SAFE"), m.group(0))
         # 1.5 before Explain(): CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH in the bounding set (held by the
-        # holder scan helper alone; ptrace() itself is outside the system call filter) add 0.4.
-        self.assertLessEqual(float(m.group(1)), 1.9, m.group(0))
+        # holder scan helper alone; ptrace() itself is outside the system call filter) add 0.4;
+        # CAP_SYS_ADMIN (fanotify_init() at start, for the watch of the per-CPU idle knobs) 0.3.
+        self.assertLessEqual(float(m.group(1)), 2.2, m.group(0))
 
     def test_policy_and_bus_files_validate(self):
         r = run("xmllint", "--noout", "--dtdvalid", "/usr/share/polkit-1/policyconfig-1.dtd",

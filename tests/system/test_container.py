@@ -180,9 +180,10 @@ class TestSecurity(SystemTestCase):
     def test_exposure_bounded(self):
         """systemd-analyze security on the unit as this platform's systemd
         loaded it (its own judgement of each setting; the figures move
-        between releases). 1.9 is the offline figure the integration tier
+        between releases). 2.2 is the offline figure the integration tier
         bounds: CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH, kept by the holder
-        scan helper alone, cost 0.4 of it."""
+        scan helper alone, cost 0.4 of it, CAP_SYS_ADMIN (fanotify_init()
+        once at start, then dropped) 0.3."""
         self.start()
         r = self.c.sh("systemd-analyze security --no-pager pmqosd.service", check=True)
         m = re.search(r"Overall exposure level for pmqosd.service: ([\d.]+) (\w+)", r.stdout)
@@ -190,7 +191,7 @@ class TestSecurity(SystemTestCase):
         sys.stderr.write("systemd-analyze security pmqosd.service on systemd %d: %s %s\n"
                          % (self.c.systemd, m.group(1), m.group(2)))
         self.assertIn(m.group(2), ("OK", "SAFE"), r.stdout)
-        self.assertLessEqual(float(m.group(1)), 1.9, r.stdout)
+        self.assertLessEqual(float(m.group(1)), 2.2, r.stdout)
 
 
 class TestExplainAndAudit(SystemTestCase):

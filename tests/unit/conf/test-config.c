@@ -86,6 +86,24 @@ END_TEST
 /* The grammar of pmqosctl (util/parse-value.h): decimal (a leading zero
  * is decimal), a *Sec key a span with a unit or bare seconds, a latency a
  * span or bare µs. */
+/* ForeignWrites= (sys/foreign-writes.h): the three words, report by default, the last line wins. */
+START_TEST(test_foreign_writes) {
+        Config c = defaults();
+        unsigned set = 0;
+        char err[256] = "";
+
+        ck_assert_int_eq(c.foreign_writes, FOREIGN_REPORT);
+        ck_assert_int_eq(parse("ForeignWrites=adopt\nForeignWrites=restore\n", &c, &set, err, sizeof(err)), 0);
+        ck_assert_uint_eq(set, CONFIG_SET_FOREIGN_WRITES);
+        ck_assert_int_eq(c.foreign_writes, FOREIGN_RESTORE);
+        ck_assert_int_eq(parse("ForeignWrites=adopt\n", &c, &set, err, sizeof(err)), 0);
+        ck_assert_str_eq(foreign_policy_to_string(c.foreign_writes), "adopt");
+        ck_assert_int_eq(parse("ForeignWrites=report\n", &c, &set, err, sizeof(err)), 0);
+        ck_assert_int_eq(c.foreign_writes, FOREIGN_REPORT);
+        config_done(&c);
+}
+END_TEST
+
 START_TEST(test_value_grammar) {
         Config c = defaults();
         unsigned set = 0;
@@ -184,6 +202,9 @@ static const struct {
         { "# fine\nMaxTimeoutSec=60\nMaxRequests=5\n",
           ":3: MaxRequests: unknown key (known: MaxRequestsPerConnection" },
         { "MaxTimeoutSec=60\njust words\n", ":2: expected Key=Value, got \"just words\"" },
+        { "ForeignWrites=Restore\n",
+          ":1: ForeignWrites: invalid value \"Restore\", expected report, restore or adopt" },
+        { "ForeignWrites=\n", ":1: ForeignWrites: invalid value \"\", expected report, restore or adopt" },
         { "[other]\n", ":1: expected Key=Value" },
 };
 
@@ -299,6 +320,7 @@ int main(void) {
         TCase *tc = tcase_create("parse");
         tcase_add_test(tc, test_shipped_file_is_the_defaults);
         tcase_add_test(tc, test_every_key);
+        tcase_add_test(tc, test_foreign_writes);
         tcase_add_test(tc, test_bounds_on_callers);
         tcase_add_test(tc, test_cstate_names_kept);
         tcase_add_test(tc, test_value_grammar);
