@@ -26,7 +26,7 @@ static int parse_resume(const char *text, int32_t *ret) {
         char *end;
         errno = 0;
         long v = strtol(text, &end, 10);
-        if (errno != 0 || end == text || *end != '\0' || v < 0 || v > PMQOS_LATENCY_MAX_US)
+        if (errno != 0 || end == text || *end != '\0' || v < 0 || v > PMQOS_CONTRACT_LATENCY_MAX)
                 return -EINVAL;
         *ret = v == 0 ? PMQOS_LATENCY_NONE : (int32_t) v;
         return 0;

@@ -14,7 +14,7 @@
 #include <sys/types.h>
 
 #include "sys/cpu-sink.h"
-#include "sys/cpuidle.h"
+#include "util/cpuidle.h"
 #include "util/burst.h"
 
 #define FOREIGN_COMM_MAX 64u
