@@ -76,3 +76,5 @@ int verb_list(int argc, char *argv[]);
 int verb_hold(int argc, char *argv[]);
 int verb_request(int argc, char *argv[]);
 int verb_run(int argc, char *argv[]);
+int verb_route(int argc, char *argv[]);
+int verb_unroute(int argc, char *argv[]);

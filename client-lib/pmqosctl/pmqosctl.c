@@ -199,7 +199,8 @@ static void help(void) {
                "  set-minimum USEC|none        set or clear the administrator floor\n"
                "  monitor [--json]             print changes as they happen\n"
                "  run [--reason TEXT] -- COMMAND…\n"
-               "                               run COMMAND with a stand-in /dev/cpu_dma_latency\n\n"
+               "                               run COMMAND with a stand-in /dev/cpu_dma_latency\n"
+               "  route UNIT / unroute UNIT    give a service the stand-in (root), or take it back\n\n"
                "USEC is µs (50, 50us, 2ms) or a C-state name (C1E); SECONDS a time span (30, 5min, 1h).\n"
                "Exit status: 0 success, 1 refused or failed, 2 usage error; hold/run -- COMMAND: COMMAND's,\n"
                "or 125 pmqosctl failed, 126 COMMAND cannot run, 127 COMMAND not found.\n"
@@ -217,6 +218,7 @@ int main(int argc, char *argv[]) {
                 { "hold", verb_hold, true, HINT_REQUEST },   { "request", verb_request, true, HINT_REQUEST },
                 { "cancel", verb_cancel, true, HINT_ADMIN }, { "set-minimum", verb_set_minimum, true, HINT_ADMIN },
                 { "monitor", verb_monitor, false, NULL },    { "run", verb_run, true, HINT_REQUEST },
+                { "route", verb_route, false, NULL },        { "unroute", verb_unroute, false, NULL },
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },

@@ -5,8 +5,10 @@ owns org.freedesktop.systemd1, answers Subscribe, LoadUnit and GetUnit
 and a service's ControlGroup at its object path and emits PropertiesChanged
 (and UnitNew) as systemd does. Driven by lines on stdin: "state UNIT STATE",
 "quiet UNIT STATE" (no signal), "invalidate UNIT", "new UNIT", "cgroup UNIT
-PATH" (its ControlGroup; "-" for none); prints "ready" once the name is owned, "ok"
-after each line. Subscribe is counted: "subscribed N" on stderr."""
+PATH" (its ControlGroup; "-" for none), "reloads" (answered "ok N": the
+Reload calls so far, as systemctl daemon-reload makes), "fail-reload" (Reload
+answers AccessDenied from now on); prints "ready" once the name is owned,
+"ok" after each line. Subscribe is counted: "subscribed N" on stderr."""
 
 import sys
 
@@ -15,6 +17,7 @@ from gi.repository import Gio, GLib
 XML = """<node>
 <interface name="org.freedesktop.systemd1.Manager">
   <method name="Subscribe"/>
+  <method name="Reload"/>
   <method name="LoadUnit"><arg type="s" direction="in"/><arg type="o" direction="out"/></method>
   <method name="GetUnit"><arg type="s" direction="in"/><arg type="o" direction="out"/></method>
   <signal name="UnitNew"><arg type="s"/><arg type="o"/></signal>
@@ -29,6 +32,7 @@ XML = """<node>
 
 units = {}  # name -> ActiveState
 cgroups = {}  # name -> ControlGroup
+reload = {"calls": 0, "fail": False}
 
 
 def unit_path(name):
@@ -60,6 +64,12 @@ def main():
         if method == "Subscribe":
             sys.stderr.write("subscribed\n")
             invocation.return_value(None)
+        elif method == "Reload":
+            reload["calls"] += 1
+            if reload["fail"]:
+                invocation.return_dbus_error("org.freedesktop.DBus.Error.AccessDenied", "Reload refused by the test")
+            else:
+                invocation.return_value(None)
         elif method == "GetUnit" and params.unpack()[0] not in units:
             invocation.return_dbus_error("org.freedesktop.systemd1.NoSuchUnit",
                                          "Unit %s not loaded." % params.unpack()[0])
@@ -101,8 +111,10 @@ def main():
             register(words[1])
             conn.emit_signal(None, "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "UnitNew",
                              GLib.Variant("(so)", (words[1], unit_path(words[1]))))
+        elif words[0] == "fail-reload":
+            reload["fail"] = True
         conn.flush_sync(None)
-        print("ok", flush=True)
+        print("ok %d" % reload["calls"] if words[0] == "reloads" else "ok", flush=True)
         return True
 
     GLib.io_add_watch(GLib.IOChannel.unix_new(sys.stdin.fileno()), GLib.IO_IN | GLib.IO_HUP, on_line)

@@ -34,10 +34,17 @@ class FakeSystemd:
             self.say("state %s %s" % (unit, state))
 
     def say(self, line):
+        """Sends line; returns the words of the answer after "ok"."""
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
-        if self.proc.stdout.readline().strip() != "ok":
+        answer = self.proc.stdout.readline().split()
+        if answer[:1] != ["ok"]:
             raise AssertionError("the stand-in systemd did not answer")
+        return answer[1:]
+
+    def reloads(self):
+        """How many times Reload was called."""
+        return int(self.say("reloads")[0])
 
     def stop(self):
         if self.proc.poll() is None:

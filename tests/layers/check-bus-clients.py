@@ -22,6 +22,7 @@ ALLOWED = ('daemon/', 'client-lib/libpmqos/')
 # Files that call another service over the bus, and which.
 OTHER_SERVICES = {
     'client-lib/pmqosctl/pmqosctl-request.c': 'org.freedesktop.systemd1',
+    'client-lib/pmqosctl/pmqosctl-route.c': 'org.freedesktop.systemd1',  # Reload, after route/unroute
 }
 BUS_CALL = re.compile(r'\b(sd_bus_open\w*|sd_bus_default\w*|sd_bus_call\w*|sd_bus_message_new_method_call'
                       r'|sd_bus_get_property\w*|sd_bus_set_property\w*|g_dbus_\w+|Gio\.DBus\w*|dbus\.\w*Bus)\b')
