@@ -15,6 +15,7 @@ import tempfile
 import time
 
 from contract import LATENCY_MAX, NATIVE_IFACE
+from held_util import cgroup_root
 from fixtures import NOBODY, PMQOSCTL, TIME_SCALE, BrokerTestCase, main, skip_notice, wait_for
 
 PROBE = os.environ.get("PMQOS_STANDIN_PROBE", "pmqos-standin-probe")
@@ -401,8 +402,18 @@ class TestServeForServices(StandinCase):
             with open("/proc/self/mounts") as f:
                 return " %s fuse" % d in f.read()
         self.assert_eventually(mounted, what="the stand-in mounted on %s" % d)
+        # The service in a unit's cgroup, as systemd starts it: the reason
+        # names the opener's comm, pid and unit, not the server.
+        root, unit = cgroup_root(), "probe-%d.service" % os.getpid()
+        join = ""
+        if root:
+            slice_dir = os.path.join(root, "pmqos-test-%d.slice" % os.getpid())
+            os.makedirs(os.path.join(slice_dir, unit))
+            self.addCleanup(lambda: (os.rmdir(os.path.join(slice_dir, unit)), os.rmdir(slice_dir)))
+            join = "echo $$ > %s/%s/cgroup.procs && " % (slice_dir, unit)
         service = subprocess.Popen(["unshare", "--mount", "--propagation", "slave", "sh", "-c",
-                                    "mount --bind %s/cpu_dma_latency /dev/cpu_dma_latency && exec %s" % (d, PROBE)],
+                                    join + "mount --bind %s/cpu_dma_latency /dev/cpu_dma_latency && exec %s"
+                                    % (d, PROBE)],
                                    env=self.bus.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         p = Probe.__new__(Probe)
         p.proc = service
@@ -412,7 +423,9 @@ class TestServeForServices(StandinCase):
         p.ok("bin 0 44")
         [req] = self.requests()
         self.assertEqual(req["value"], 44)
-        self.assertIn("svc", req["reason"])
+        with open("/proc/%d/comm" % service.pid) as f:
+            comm = f.read().strip()
+        self.assertEqual(req["reason"], "svc (%s, pid %d%s)" % (comm, service.pid, ", " + unit if root else ""))
         self.assertEqual(self.kernel.read(), 44)
         self.assertEqual(p.close(), 0)
         self.wait_values([], "the service's request ended with it")

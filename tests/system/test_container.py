@@ -441,11 +441,14 @@ class TestStandinService(SystemTestCase):
         self.assertNotEqual(pid, 0)
         wait_for(lambda: kernel() == 57, what="the service's value at the kernel")
         # The service's own: bound to its process, which the target and the
-        # reason name (pid and exec are the caller's, the stand-in's server).
+        # reason name, with its comm and unit (pid and exec are the caller's,
+        # the stand-in's server).
         mine = [r for r in self.requests() if r["target"].startswith("pid %d " % pid)]
         self.assertEqual(len(mine), 1, self.requests())
         r = mine[0]
-        self.assertEqual((r["value"], r["bound_to"], r["reason"]), (57, "process", "services (pid %d)" % pid))
+        self.assertEqual((r["value"], r["bound_to"], r["reason"]), (57, "process",
+                                                                 "services (python3, pid %d, "
+                                                                 "pmqos-standin-test.service)" % pid))
         self.assertIn("(/usr/bin/python3 -c import os, struct, time;", r["target"])
         self.assertIn("pmqosctl run --reason services --serve /run/pmqos-standin", r["exec"])
         self.c.sh("systemctl stop pmqos-standin-test", check=True)
