@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""pmqosctl route UNIT under the real systemd, with the installed
+pmqos-standin.service: a service that opens /dev/cpu_dma_latency itself and
+writes 57 gets the stand-in at its next start (systemd reloaded by route:
+the drop-in is among its DropInPaths), the kernel holds its value, and its
+request is listed bound to its process, named after its comm, pid and unit;
+stopping it ends the request and the stand-in service (StopWhenUnneeded);
+unroute removes the drop-in and reloads."""
+
+import os
+import unittest
+
+from container import SystemTestCase, kernel, wait_for
+
+UNIT = "pmqos-route-test.service"
+DROP_IN = "/etc/systemd/system/%s.d/50-pmqos-route.conf" % UNIT
+SERVICE = ("[Service]\nExecStart=/usr/bin/python3 -c \"import os, struct, time; "
+           "fd = os.open('/dev/cpu_dma_latency', os.O_WRONLY); os.write(fd, struct.pack('i', 57)); "
+           "time.sleep(100000)\"\n")
+
+
+class TestRoute(SystemTestCase):
+    def setUp(self):
+        super().setUp()
+        self.c.sh("cat > /run/systemd/system/%s <<'PMQOS_EOF'\n%sPMQOS_EOF\nsystemctl daemon-reload" % (UNIT, SERVICE),
+                  check=True)
+
+    def tearDown(self):
+        self.c.sh("systemctl stop %s pmqos-standin; rm -rf /run/systemd/system/%s /etc/systemd/system/%s.d; "
+                  "systemctl daemon-reload" % (UNIT, UNIT, UNIT))
+        super().tearDown()
+
+    def drop_ins(self):
+        return self.c.sh("systemctl show -P DropInPaths %s" % UNIT, check=True).stdout.split()
+
+    def test_route_start_list_stop_unroute(self):
+        self.start()
+        self.assertEqual(self.drop_ins(), [])
+        self.c.sh("pmqosctl route %s" % UNIT, check=True)
+        self.assertEqual(self.drop_ins(), [DROP_IN])  # reloaded by route itself
+        self.c.sh("systemctl start %s" % UNIT, check=True)  # pulls in pmqos-standin.service
+        self.assertEqual(self.c.sh("systemctl is-active pmqos-standin").stdout.strip(), "active")
+        pid = int(self.c.sh("systemctl show -P MainPID %s" % UNIT).stdout.strip() or 0)
+        self.assertNotEqual(pid, 0)
+        wait_for(lambda: kernel() == 57, what="the routed service's value at the kernel")
+        mine = [r for r in self.requests() if r["target"].startswith("pid %d " % pid)]
+        self.assertEqual(len(mine), 1, self.requests())
+        r = mine[0]
+        self.assertEqual((r["value"], r["bound_to"], r["reason"]),
+                         (57, "process", "stand-in /dev/cpu_dma_latency of python3 (pid %d, %s)" % (pid, UNIT)))
+        # pmqosctl's listing: the opener in LIFETIME and REASON (cut to its
+        # column there; whole in --json); PID and COMMAND are the server's.
+        listing = self.c.sh("pmqosctl list", check=True).stdout
+        self.assertIn("pid %d (/usr/bin/python3" % pid, listing)
+        self.assertIn("(pid %d, %s)" % (pid, UNIT), self.c.sh("pmqosctl list --json", check=True).stdout)
+        explain = self.c.sh("pmqosctl status --json", check=True).stdout
+        self.assertRegex(explain, r"\"bound_by\": ?\"request\"")
+        self.c.sh("systemctl stop %s" % UNIT, check=True)
+        wait_for(lambda: kernel() == self.baseline, what="the bound to go with the service")
+        wait_for(lambda: self.c.sh("systemctl is-active pmqos-standin").stdout.strip() == "inactive",
+                 what="the stand-in to stop with the last routed unit")
+        self.c.sh("pmqosctl unroute %s" % UNIT, check=True)
+        self.assertEqual(self.drop_ins(), [])
+        self.assertFalse(self.c.sh("test -e %s" % os.path.dirname(DROP_IN)).returncode == 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
