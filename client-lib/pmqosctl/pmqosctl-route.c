@@ -18,49 +18,22 @@
 #include <unistd.h>
 
 #include "pmqosctl-cli.h"
+#include "pmqosctl-unit-name.h"
 #include "util/macro.h"
 
 #define DROP_IN "50-pmqos-route.conf"
 #define STANDIN_UNIT "pmqos-standin.service"
 #define STANDIN_DIR "/run/pmqos-standin"
-#define UNIT_NAME_MAX 255 /* systemd's, without the NUL */
-
-static const char *const unit_types[] = { ".service", ".socket", ".target", ".device", ".mount", ".automount",
-                                          ".swap",    ".timer",  ".path",   ".slice",  ".scope" };
 
 static bool has_suffix(const char *s, const char *suffix) {
         size_t n = strlen(s), m = strlen(suffix);
         return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* systemd's grammar of a unit name (unit_name_is_valid(): plain, instance
- * or template): ASCII letters, digits and ":-_.\" with at most one "@",
- * neither first nor last of the part before the type; a known type after
- * the last dot; at most 255 bytes. No "/", so no path can be made of it. */
-static bool unit_name_valid(const char *name) {
-        size_t n = strlen(name);
-        if (n == 0 || n > UNIT_NAME_MAX)
-                return false;
-        if (strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:-_.\\@") != n)
-                return false;
-        const char *dot = strrchr(name, '.');
-        if (!dot || dot == name)
-                return false;
-        bool typed = false;
-        for (size_t i = 0; i < ELEMENTSOF(unit_types); i++)
-                typed = typed || strcmp(dot, unit_types[i]) == 0;
-        const char *at = strchr(name, '@');
-        if (at && (at == name || at > dot || strchr(at + 1, '@')))
-                return false;
-        return typed;
-}
-
 /* UNIT as a service's name (a name of no unit type is a service's, as
  * systemctl takes it) into buf. 0, or EXIT_USAGE after saying why. */
 static int route_unit_name(const char *verb, const char *arg, char *buf, size_t size) {
-        bool typed = false;
-        for (size_t i = 0; i < ELEMENTSOF(unit_types); i++)
-                typed = typed || has_suffix(arg, unit_types[i]);
+        bool typed = unit_name_has_type(arg);
         if (snprintf(buf, size, "%s%s", arg, typed ? "" : ".service") >= (int) size || !unit_name_valid(buf)) {
                 _cleanup_(freep) char *shown = term_text(arg);
                 return usage_error(verb, "\"%s\" is not a valid unit name", shown ? shown : "?");
