@@ -5,7 +5,8 @@ writes 57 gets the stand-in at its next start (systemd reloaded by route:
 the drop-in is among its DropInPaths), the kernel holds its value, and its
 request is listed bound to its process, named after its comm, pid and unit;
 stopping it ends the request and the stand-in service (StopWhenUnneeded);
-unroute removes the drop-in and reloads."""
+unroute removes the drop-in and reloads. Two routed units at once: each
+its own request; the stand-in stays while one is left."""
 
 import os
 import unittest
@@ -13,25 +14,45 @@ import unittest
 from container import SystemTestCase, kernel, wait_for
 
 UNIT = "pmqos-route-test.service"
+OTHER = "pmqos-route-other.service"
 DROP_IN = "/etc/systemd/system/%s.d/50-pmqos-route.conf" % UNIT
 SERVICE = ("[Service]\nExecStart=/usr/bin/python3 -c \"import os, struct, time; "
-           "fd = os.open('/dev/cpu_dma_latency', os.O_WRONLY); os.write(fd, struct.pack('i', 57)); "
+           "fd = os.open('/dev/cpu_dma_latency', os.O_WRONLY); os.write(fd, struct.pack('i', %d)); "
            "time.sleep(100000)\"\n")
 
 
 class TestRoute(SystemTestCase):
     def setUp(self):
         super().setUp()
-        self.c.sh("cat > /run/systemd/system/%s <<'PMQOS_EOF'\n%sPMQOS_EOF\nsystemctl daemon-reload" % (UNIT, SERVICE),
-                  check=True)
+        for unit, value in ((UNIT, 57), (OTHER, 58)):
+            self.c.sh("cat > /run/systemd/system/%s <<'PMQOS_EOF'\n%sPMQOS_EOF\n" % (unit, SERVICE % value), check=True)
+        self.c.sh("systemctl daemon-reload", check=True)
 
     def tearDown(self):
-        self.c.sh("systemctl stop %s pmqos-standin; rm -rf /run/systemd/system/%s /etc/systemd/system/%s.d; "
-                  "systemctl daemon-reload" % (UNIT, UNIT, UNIT))
+        self.c.sh("systemctl stop %s %s pmqos-standin; rm -rf /run/systemd/system/pmqos-route-* "
+                  "/etc/systemd/system/pmqos-route-*.d; systemctl daemon-reload" % (UNIT, OTHER))
         super().tearDown()
 
-    def drop_ins(self):
-        return self.c.sh("systemctl show -P DropInPaths %s" % UNIT, check=True).stdout.split()
+    def drop_ins(self, unit=UNIT):
+        return self.c.sh("systemctl show -P DropInPaths %s" % unit, check=True).stdout.split()
+
+    def test_two_routed_units(self):
+        self.start()
+        self.c.sh("pmqosctl route %s && pmqosctl route %s" % (UNIT, OTHER), check=True)
+        self.c.sh("systemctl start %s %s" % (UNIT, OTHER), check=True)
+        pids = {u: int(self.c.sh("systemctl show -P MainPID %s" % u).stdout.strip() or 0) for u in (UNIT, OTHER)}
+
+        def reasons():
+            return sorted(r["reason"] for r in self.requests() if r["bound_to"] == "process")
+        wait_for(lambda: len(reasons()) == 2, what="both services' requests")
+        self.assertEqual(reasons(), sorted("stand-in /dev/cpu_dma_latency of python3 (pid %d, %s)" % (p, u)
+                                           for u, p in pids.items()))
+        self.assertEqual(kernel(), 57)  # the stricter
+        self.c.sh("systemctl stop %s" % UNIT, check=True)
+        wait_for(lambda: kernel() == 58, what="the other service's bound alone")
+        self.assertEqual(self.c.sh("systemctl is-active pmqos-standin").stdout.strip(), "active")
+        self.c.sh("systemctl stop %s" % OTHER, check=True)
+        wait_for(lambda: kernel() == self.baseline, what="both bounds gone")
 
     def test_route_start_list_stop_unroute(self):
         self.start()
