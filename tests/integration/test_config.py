@@ -199,6 +199,21 @@ class TestAdministratorDocs(unittest.TestCase):
             self.assertTrue(".TP\n.B %s\n" % action.replace("-", "\\-") in section,
                             "pmqosd(8) AUTHORIZATION has no entry for " + action)
 
+    def test_run_daemon_says_which_device(self):
+        """tests/run-daemon, the README's first command, takes the real
+        device: its --help (before: none, it built and started pmqosd) and
+        the README say so, and how to give a file instead."""
+        proc = subprocess.run(["bash", os.path.join(SOURCE_ROOT, "tests", "run-daemon"), "--help"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("Usage: tests/run-daemon [--device FILE]", proc.stdout)
+        self.assertIn("It takes the real /dev/cpu_dma_latency", proc.stdout)
+        with open(os.path.join(SOURCE_ROOT, "README.md")) as f:
+            readme = f.read()
+        first = readme[readme.index("## Set up"):readme.index("## A five-minute tour")]
+        self.assertIn("tests/run-daemon --device /tmp/latency", first)
+        self.assertIn("It takes\nthe real device unless `--device FILE`", first)
+
 
 class TestDropInPrecedence(BrokerTestCase):
     """The main file, then its drop-ins in lexical order of their names: a
