@@ -154,16 +154,17 @@ class TestDescriptorLimit(HeldTestCase):
         """As systemd's daemons do; before, only to what the configuration
         needs (5064 here), and with a hard limit short of that two lines
         came, a warning and a verbose one, on every start of tests/run-daemon."""
+        if UNDER_WRAPPER:  # valgrind keeps the client's limit where it started (1024 here)
+            skip_notice("the soft limit raised to the hard one", "pmqosd runs under a checker")
+            return
         # 100 held requests, 2 x (2 x 10 + 100) waiting calls: 1224 + 16 x 240.
         soft, hard, said = self.start_with_limit("MaxHeldRequests=100\nMaxPending=10\nMaxClients=100\n")
         if hard == resource.RLIM_INFINITY or hard < 6000:
             skip_notice("the soft limit raised to the hard one", "a hard limit of %d" % hard)
-        elif UNDER_WRAPPER:  # valgrind keeps a few descriptors of the table for itself
-            self.assertGreater(soft, hard - 64)
         else:
             self.assertEqual(soft, hard)
         self.assertEqual(said, [])  # it fits: nothing to say, even --verbose
-        soft, hard, said = self.start_with_limit("")
+        _, hard, said = self.start_with_limit("")
         if hard != resource.RLIM_INFINITY and hard < self.HELD:
             self.assertEqual(len(said), 1, said)  # still short: one warning that says what to raise
             self.assertIn("raise LimitNOFILE= (to %d) or lower MaxHeldRequests" % self.WANT, said[0])
