@@ -67,14 +67,18 @@ class TestPolkitWarnings(AdversaryTestCase):
         """libpolkit's own GLib warnings (a caller gone before polkitd looked)
         bypassed pmqosd's limit: 1,000 cycles made ~600 lines a second."""
         _ = self.daemon
+        t = time.monotonic()
         a = self.attacker(NOBODY, "cycles", 1000)
         self.assertEqual(a.result(timeout=300), {"cycles": 1000})
         time.sleep(2)
         noise = [line for line in self.daemon.output().splitlines()
                  if not re.search(r"(New|Changed|Ended) request \d+ of|The effective latency bound went|"
                                   r"The floor went|left the bus|Checked \d+ previous|Serving ", line)]
-        # LOG_CALLER_BURST lines a window, and one saying how many were left out.
-        self.assertLessEqual(len(noise), 45, "\n".join(noise[:60]))
+        # LOG_CALLER_BURST (20) lines a window of 10 s, and one saying how
+        # many were left out: a slow pmqosd (valgrind) spreads the attack
+        # over more windows; here ~2 s, 45 lines at most.
+        windows = int((time.monotonic() - t) // 10) + 2
+        self.assertLessEqual(len(noise), 21 * windows + 3, "\n".join(noise[:60]))
         self.assertIntact()
 
 

@@ -767,9 +767,9 @@ class TestStalledFileSystem(ExplainTestCase):
 
     def test_scan_does_not_wait(self):
         c = self.client()
-        t0 = time.monotonic()
-        e = c.call("Explain", None, iface=NATIVE_IFACE, timeout=5000)[0]
-        self.assertLess(time.monotonic() - t0, 5)
+        # Answered at all: a scan that waited for the FUSE file's getattr
+        # (which never returns) would not be, whatever the timeout.
+        e = c.call("Explain", None, iface=NATIVE_IFACE, timeout=int(10000 * TIME_SCALE))[0]
         self.assertNotIn(self.holder.pid, [h["pid"] for h in e["external_holders"]])
         self.assertTrue(e["external_holders_complete"])
 

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import unittest
 
 from gi.repository import GLib
 
@@ -27,7 +28,7 @@ from contract import (
     UPOWER_BUS_NAME,
     UPOWER_PATH,
 )
-from fixtures import BrokerTestCase, PMQOSD, SOURCE_ROOT, main, wait_for
+from fixtures import BrokerTestCase, PMQOSD, SOURCE_ROOT, main, skip_notice, wait_for
 
 BUILD_ROOT = os.environ.get("PMQOS_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
 
@@ -260,6 +261,89 @@ class TestNotify(BrokerTestCase):
         # The first change at once, then at most one a second; the last says how it ended.
         self.assertLessEqual(len(statuses), int(elapsed) + 3, statuses)
         self.assertEqual(statuses[-1], "STATUS=no bound, 0 request(s)")
+
+
+class TestPackagingFiles(unittest.TestCase):
+    def test_readme_installs_every_package_and_pmqos_recommends_fuse3(self):
+        """The README's install line left libpmqos-dev out (no pmqos.pc, no
+        libpmqos(3)); pmqos did not recommend fuse3, which a non-root
+        pmqosctl run needs (fusermount3)."""
+        with open(os.path.join(SOURCE_ROOT, "packaging", "debian", "control")) as f:
+            stanzas = {m.group(1): m.group(0) for m in re.finditer(r"^Package: (\S+)\n(?:[^\n]+\n)*", f.read(), re.M)}
+        self.assertEqual(set(stanzas), {"pmqos", "libpmqos1", "libpmqos-dev", "python3-pmqos"})
+        self.assertRegex(stanzas["pmqos"], r"\nRecommends: fuse3\n")
+        with open(os.path.join(SOURCE_ROOT, "README.md")) as f:
+            line = [x for x in f.read().splitlines() if x.startswith("sudo apt install ./build-deb/")][0]
+        listed = re.search(r"\{([^}]*)\}_\*\.deb", line).group(1).split(",")
+        self.assertEqual(sorted(listed), sorted(stanzas))
+
+
+@unittest.skipIf(os.path.isdir("/run/systemd/system"), "systemd runs as PID 1 here: the scripts leave pmqosd to it")
+class TestMaintainerScriptsWithoutSystemd(BrokerTestCase):
+    """packaging/debian's prerm and postinst where no systemd runs (a
+    container, another init): pmqosd came from D-Bus activation or by hand.
+    Before, dpkg --purge left it running with its bound held, and an upgrade
+    left the old binary running."""
+
+    PRERM = os.path.join(SOURCE_ROOT, "packaging", "debian", "pmqos.prerm")
+    POSTINST = os.path.join(SOURCE_ROOT, "packaging", "debian", "pmqos.postinst")
+    MARKER = "/run/pmqos-dpkg-restart"
+
+    def script(self, path, *args, chroot=False):
+        """The script as dpkg runs it. This suite runs in a private copy of
+        the host (hostenv), which ischroot takes for a chroot, where the
+        prerm stands aside (the processes it sees may be the host's): an
+        ischroot that says "not a chroot" comes first on PATH unless chroot."""
+        env = {k: v for k, v in self.bus.env.items() if k != "DPKG_ROOT"}
+        if not chroot:
+            bindir = os.path.join(self.bus.dir, "not-a-chroot")
+            os.makedirs(bindir, exist_ok=True)
+            with open(os.path.join(bindir, "ischroot"), "w") as f:
+                f.write("#!/bin/sh\nexit 1\n")
+            os.chmod(os.path.join(bindir, "ischroot"), 0o755)
+            env["PATH"] = bindir + ":" + env.get("PATH", "/usr/bin:/bin")
+        return run("sh", path, *args, env=env, timeout=60)
+
+    def held(self):
+        if os.environ.get("PMQOSD_WRAPPER"):
+            skip_notice("the maintainer scripts stopping pmqosd", "pmqosd runs under a checker, not as pmqosd")
+            return None
+        _ = self.daemon
+        c = self.client()
+        c.request(33)
+        self.assertKernelAtMost(33)
+        return self.daemon.proc
+
+    def test_removal_stops_pmqosd_and_its_bound(self):
+        proc = self.held()
+        if not proc:
+            return
+        if run("ischroot").returncode == 0:  # from a chroot, nothing is stopped
+            r = self.script(self.PRERM, "remove", chroot=True)
+            self.assertEqual((r.returncode, r.stdout), (0, ""), r.stderr)
+            self.assertIsNone(proc.poll())
+        r = self.script(self.PRERM, "remove")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Stopping pmqosd (pid %d)" % proc.pid, r.stdout)
+        self.assertEqual(proc.wait(10), 0)  # SIGTERM: a clean stop
+        self.assertKernelReleased()
+
+    def test_upgrade_stops_the_old_binary_and_asks_for_the_new(self):
+        proc = self.held()
+        if not proc:
+            return
+        self.addCleanup(lambda: os.path.exists(self.MARKER) and os.unlink(self.MARKER))
+        r = self.script(self.PRERM, "upgrade", "0.0.1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Stopping pmqosd (pid %d)" % proc.pid, r.stdout)
+        self.assertEqual(proc.wait(10), 0)
+        self.assertTrue(os.path.exists(self.MARKER))
+        # The test bus has no activation file: the postinst says so and succeeds.
+        r = self.script(self.POSTINST, "configure", "0.0.1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("its first client starts it", r.stderr)
+        self.assertFalse(os.path.exists(self.MARKER))
+        self.assertKernelReleased()
 
 
 class TestUPowerName(BrokerTestCase):
