@@ -14,8 +14,8 @@ import tempfile
 import unittest
 
 from contract import NATIVE_IFACE, POLICY_FILE
-from fixtures import (CSTATE_LATENCY, CSTATE_NAMES, BrokerTestCase, PMQOSD, SOURCE_ROOT, main, make_cstate_sysfs,
-                      wait_for)
+from fixtures import BrokerTestCase, PMQOSD, SOURCE_ROOT, main, wait_for
+from fake_sysfs import CSTATE_LATENCY, CSTATE_NAMES, make_cstate_sysfs
 
 
 class TestCheckConfig(unittest.TestCase):

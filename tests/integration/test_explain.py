@@ -22,19 +22,8 @@ import unittest
 from gi.repository import GLib
 
 from contract import BUS_NAME, LATENCY_MAX, LIMITS, NATIVE_IFACE, PATH
-from fixtures import (
-    BrokerTestCase,
-    IS_ROOT,
-    NOBODY,
-    TIME_SCALE,
-    cpu_file,
-    main,
-    make_fake_sysfs,
-    proc_status,
-    setpriv,
-    skip_notice,
-    wait_for,
-)
+from fixtures import BrokerTestCase, IS_ROOT, NOBODY, TIME_SCALE, main, proc_status, setpriv, skip_notice, wait_for
+from fake_sysfs import cpu_file, make_fake_sysfs
 from hostenv import pmqos_user_install, pmqos_user_uninstall
 from large_sysfs import FLOODER, LARGE_CPUS, LARGE_MODEL, UNLIMITED_CONFIG, large_state, make_large_sysfs
 

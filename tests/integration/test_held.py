@@ -21,8 +21,8 @@ import unittest
 from gi.repository import GLib
 
 from contract import ACCESS_DENIED, INTERACTIVE, INVALID, LIMITS, NATIVE_IFACE, PATH
-from fixtures import (PMQOSCTL, BrokerTestCase, IS_ROOT, main, make_fake_sysfs, read_cpu, remote_error_name, skip_notice,
-                      strace, wait_for)
+from fixtures import PMQOSCTL, BrokerTestCase, IS_ROOT, main, remote_error_name, skip_notice, strace, wait_for
+from fake_sysfs import make_fake_sysfs, read_cpu
 
 IGNORING_DEVICE = os.environ.get("PMQOS_IGNORING_DEVICE")
 UNDER_WRAPPER = bool(os.environ.get("PMQOSD_WRAPPER"))
