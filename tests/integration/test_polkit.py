@@ -111,6 +111,7 @@ class TestActions(PolkitTestCase):
         sys.stderr.write("pmqosctl as a member of group pmqos: %s" % proc.stderr)
         self.assertNotEqual(proc.returncode, 0)
         self.assertIn("group pmqos does not give it", proc.stderr)
+        self.assertNotIn("to members of group pmqos", proc.stderr)  # pmqosctl's own hint, which would contradict it
         self.assertEqual(self.client().requests(), [])
 
     def test_rule_grants_floor(self):
