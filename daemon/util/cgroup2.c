@@ -118,6 +118,51 @@ int cgroup2_path_from_proc(const char *text, size_t len, unsigned up, char *buf,
         return -ENOENT;
 }
 
+/* The mount id of descriptor fd, from /proc/self/fdinfo (asking nothing
+ * of its file system), or -1. */
+static long mount_id(int fd) {
+        char path[64], buf[512];
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+        int f = open(path, O_RDONLY | O_CLOEXEC);
+        if (f < 0)
+                return -1;
+        ssize_t n = read(f, buf, sizeof(buf) - 1);
+        close(f);
+        buf[n > 0 ? n : 0] = 0;
+        const char *p = strstr(buf, "\nmnt_id:");
+        return p ? strtol(p + 8, NULL, 10) : -1;
+}
+
+/* name in dir (a caller's cgroup2 directory), opened only if it is on
+ * dir's own mount: the caller's mount namespace may have anything mounted
+ * over a file or directory of its cgroup (a FUSE file system whose server
+ * never answers), which no path walk of pmqosd's may enter. openat2()
+ * refuses to cross it; without openat2 (valgrind), the O_PATH descriptor
+ * (no open of that file system) has its mount compared first. */
+static int open_same_mount(int dir, const char *name, int flags) {
+        struct open_how how = { .flags = (uint64_t) flags | O_NOFOLLOW | O_CLOEXEC,
+                                .resolve = RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH };
+        int fd = (int) syscall(SYS_openat2, dir, name, &how, sizeof(how));
+        if (fd >= 0 || errno != ENOSYS)
+                return fd;
+        char path[64];
+        int p = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (p < 0)
+                return -1;
+        long m = mount_id(p);
+        if (m < 0 || m != mount_id(dir)) {
+                close(p);
+                errno = EXDEV;
+                return -1;
+        }
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", p);
+        fd = open(path, flags | O_CLOEXEC);
+        int e = errno;
+        close(p);
+        errno = e;
+        return fd;
+}
+
 /* Directories below the cgroup searched for a thread, and threads tried in each. */
 #define SEARCH_DIRS 64
 #define TIDS_TRIED 4
@@ -154,7 +199,7 @@ static int try_thread(const Search *s, long tid, unsigned up) {
 /* A few threads of dir's cgroup.threads tried. */
 static int try_threads(Search *s, int dir, unsigned depth) {
         char buf[256];
-        int f = openat(dir, "cgroup.threads", O_RDONLY | O_CLOEXEC);
+        int f = open_same_mount(dir, "cgroup.threads", O_RDONLY);
         if (f < 0)
                 return -EREMOTE;
         ssize_t n = read(f, buf, sizeof(buf) - 1);
@@ -185,7 +230,7 @@ static int search(Search *s, int dir, unsigned depth) {
         int fd = try_threads(s, dir, depth);
         if (fd >= 0)
                 return fd;
-        int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int d = open_same_mount(dir, ".", O_RDONLY | O_DIRECTORY);
         DIR *list = d >= 0 ? fdopendir(d) : NULL;
         if (!list) {
                 if (d >= 0)
@@ -195,7 +240,7 @@ static int search(Search *s, int dir, unsigned depth) {
         struct dirent *de;
         while (fd < 0 && s->dirs_left > 0 && (de = readdir(list)))
                 if (de->d_type == DT_DIR && de->d_name[0] != '.') {
-                        int child = openat(dir, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        int child = open_same_mount(dir, de->d_name, O_RDONLY | O_DIRECTORY);
                         if (child >= 0) {
                                 fd = search(s, child, depth + 1);
                                 close(child);

@@ -9,6 +9,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -108,11 +110,49 @@ START_TEST(test_reopen_here) {
 }
 END_TEST
 
+/* A file system mounted over a cgroup below, in a mount namespace of the
+ * caller's (a tmpfs here, with a cgroup.threads naming a thread): never
+ * entered (a FUSE server there may never answer). */
+START_TEST(test_mount_below_not_entered) {
+        char top[256], sub[512], threads[600];
+        struct stat st;
+
+        if (!make_cgroup(top, sizeof(top), NULL)) {
+                printf("SKIP: a mount below a cgroup: not root, or no cgroup2 hierarchy\n");
+                return;
+        }
+        ck_assert_ptr_nonnull(make_cgroup(sub, sizeof(sub), top));
+        pid_t child = fork();
+        if (child == 0) {
+                if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0 ||
+                    mount("tmpfs", sub, "tmpfs", 0, NULL) < 0)
+                        _exit(2);
+                snprintf(threads, sizeof(threads), "%s/cgroup.threads", sub);
+                FILE *f = fopen(threads, "we");
+                if (!f)
+                        _exit(3);
+                fprintf(f, "%d\n", (int) getpid());
+                fclose(f);
+                int dir = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (dir < 0 || fstat(dir, &st) < 0)
+                        _exit(4);
+                _exit(cgroup2_reopen_here(dir, st.st_ino) == -ECHILD ? 0 : 5);
+        }
+        int status;
+        ck_assert_int_eq(waitpid(child, &status, 0), child);
+        ck_assert(WIFEXITED(status));
+        ck_assert_int_eq(WEXITSTATUS(status), 0);
+        ck_assert_int_eq(rmdir(sub), 0);
+        ck_assert_int_eq(rmdir(top), 0);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("cgroup2");
         TCase *tc = tcase_create("cgroup2");
         tcase_add_test(tc, test_path_from_proc);
         tcase_add_test(tc, test_reopen_here);
+        tcase_add_test(tc, test_mount_below_not_entered);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_FORK_GETENV);
 }
