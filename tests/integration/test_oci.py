@@ -111,9 +111,9 @@ class TestLifetime(OciTestCase):
             self.assertIn(str(self.init_pid("c5")), f.read().split())
         self.assertKernelAtMost(44)
         [r] = self.ours("c5")
-        # Its path as the hook opened it: in crun's mount namespace, cgroup2 at /sys/fs/cgroup.
-        rel = "/%s/c5" % os.path.basename(parent)
-        self.assertEqual((r["bound_to"], r["target"]), ("cgroup", "/sys/fs/cgroup" + rel))
+        # Its path in pmqosd's own cgroup2 mount, not as the hook opened it
+        # (in crun's mount namespace, cgroup2 at /sys/fs/cgroup).
+        self.assertEqual((r["bound_to"], r["target"]), ("cgroup", parent + "/c5"))
         os.kill(self.init_pid("c5"), signal.SIGKILL)
         self.assert_eventually(self.kernel.released, what="the bound to go with the container's processes")
         self.assertEqual(self.crun.state("c5")["status"], "stopped")
@@ -215,8 +215,7 @@ class TestPodman(OciTestCase):
         cid = out.split()[-1]
         self.assertKernelAtMost(46)
         [r] = [r for r in self.requests() if r["reason"].startswith("container " + cid)]
-        self.assertEqual((r["bound_to"], r["target"]),
-                         ("cgroup", "/sys/fs/cgroup/%s/libpod-%s" % (os.path.basename(parent), cid)))
+        self.assertEqual((r["bound_to"], r["target"]), ("cgroup", "%s/libpod-%s" % (parent, cid)))  # pmqosd's view
         self.assertEqual(self.podman.hook_runs(), ["created"])
         os.kill(self.podman.pid("p1"), signal.SIGKILL)
         self.assert_eventually(self.kernel.released, what="the bound to go with the container's processes")
