@@ -18,7 +18,8 @@ import time
 
 from gi.repository import GLib
 
-from fixtures import IS_ROOT, main, make_fake_sysfs, read_cpu, skip_notice
+from fake_sysfs import make_fake_sysfs, read_cpu
+from fixtures import IS_ROOT, main, skip_notice
 from held_util import cgroup_root, request_for, requests_by_cookie
 from test_held import HeldTestCase
 
