@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -41,6 +42,7 @@ struct BusGate {
         pid_t retired[GATE_MAX_RETIRED];
         pthread_t thread;
         bool running, authenticated, dropped;
+        bool sorter_was_ready;
         uint8_t *buf; /* read, not yet forwarded: at most one message not whole, at the end */
         size_t len, cap;
         int fds[GATE_MAX_FDS];    /* the first message's: a copy of a safe one, or -1 for one kept */
@@ -192,10 +194,14 @@ static int take_with_fds(BusGate *g, size_t want) {
         char kinds[FD_SORTER_BATCH];
         size_t peeked = 0, count = 0;
 
-        if (!sorter_ready(g)) {
-                log_caller_warning("Dropping descriptors sent to pmqosd unseen: the sorters keep all they may.");
+        bool ready = sorter_ready(g);
+        if (ready != g->sorter_was_ready) /* said once each way: an attacker's flood is no flood of lines */
+                log_warning(ready ? "A descriptor sorter has room again."
+                                  : "Dropping descriptors sent to pmqosd unseen, refusing RequestFor() with one: the "
+                                    "sorters keep all they may (their file systems do not answer).");
+        g->sorter_was_ready = ready;
+        if (!ready)
                 return take_plain(g, want);
-        }
         int r = fd_sorter_take(&g->sorter, g->bus_fd, want, &peeked, fds, kinds, &count);
         if (r < 0 || peeked == 0) {
                 log_error_errno(r, "The descriptor sorter failed: %m");
@@ -338,7 +344,12 @@ static int gate_new(BusGate **ret) {
 
         if (!g)
                 return -ENOMEM;
-        *g = (BusGate){ .bus_fd = -1, .forward = -1, .sd_input = -1, .stop = { -1, -1 }, .sorter.ctl = -1 };
+        *g = (BusGate){ .bus_fd = -1,
+                        .forward = -1,
+                        .sd_input = -1,
+                        .stop = { -1, -1 },
+                        .sorter.ctl = -1,
+                        .sorter_was_ready = true };
         g->kept_fd[0] = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
         g->kept_fd[1] = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         g->kept_fd[2] = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -405,7 +416,13 @@ int bus_gate_open(BusGate **ret_gate, sd_bus **ret_bus) {
                 /* Credentials with every read would look like cut-short descriptors. */
                 (void) setsockopt(g->bus_fd, SOL_SOCKET, SO_PASSCRED, &(int){ 0 }, sizeof(int));
                 (void) setsockopt(g->bus_fd, SOL_SOCKET, SO_PASSSEC, &(int){ 0 }, sizeof(int));
+                /* No signal for the thread (nor the sorters it forks): the loop's
+                 * signalfd must see every one, SIGCHLD included. */
+                sigset_t all, saved;
+                sigfillset(&all);
+                (void) pthread_sigmask(SIG_SETMASK, &all, &saved);
                 r = -pthread_create(&g->thread, NULL, gate_thread, g);
+                (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
                 g->running = r >= 0;
         }
         if (r < 0) {

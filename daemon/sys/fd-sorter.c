@@ -197,5 +197,6 @@ pid_t fd_sorter_retire(FdSorter *s) {
 }
 
 bool fd_sorter_reaped(pid_t pid) {
-        return waitpid(pid, NULL, WNOHANG) == pid;
+        pid_t r = waitpid(pid, NULL, WNOHANG);
+        return r == pid || (r < 0 && errno == ECHILD);
 }

@@ -38,4 +38,5 @@ int fd_sorter_take(FdSorter *s, int sock, size_t want, size_t *ret_peeked, int f
 /* Kills the sorter; returns its pid, to be reaped with fd_sorter_reaped()
  * (at once, or only once the file systems of what it kept answer). */
 pid_t fd_sorter_retire(FdSorter *s);
+/* Whether the sorter pid is gone (reaped now, or by someone else). */
 bool fd_sorter_reaped(pid_t pid);
