@@ -42,6 +42,7 @@ struct BusGate {
         pid_t retired[GATE_MAX_RETIRED];
         pthread_t thread;
         bool running, authenticated, dropped;
+        bool drained; /* the last read took less than asked: wait before peeking again */
         bool sorter_was_ready;
         uint8_t *buf; /* read, not yet forwarded: at most one message not whole, at the end */
         size_t len, cap;
@@ -204,10 +205,10 @@ static int take_with_fds(BusGate *g, size_t want) {
                 return take_plain(g, want);
         int r = fd_sorter_take(&g->sorter, g->bus_fd, want, &peeked, fds, kinds, &count);
         if (r < 0 || peeked == 0) {
+                /* Full from now on: replaced when a place for a retired one is free. */
                 log_error_errno(r, "The descriptor sorter failed: %m");
-                size_t slot;
-                if (retired_slot(g, &slot))
-                        g->retired[slot] = fd_sorter_retire(&g->sorter);
+                (void) kill(g->sorter.pid, SIGKILL);
+                g->sorter.kept = GATE_KEPT_PER_SORTER;
                 return take_plain(g, want);
         }
         for (size_t i = 0; i < count; i++) {
@@ -257,14 +258,22 @@ static int step(BusGate *g) {
         int r = forward_ready(g);
         if (r < 0)
                 return r;
+        if (g->drained) {
+                g->drained = false;
+                r = wait_readable(g);
+                if (r <= 0)
+                        return r;
+        }
         for (;;) {
                 ssize_t n = peek(g, want, &ctrunc);
                 if (n == -EAGAIN || n == -EINTR)
                         return wait_readable(g);
                 if (n <= 0)
                         return (int) n; /* the bus hung up, or failed */
-                if (!ctrunc)
+                if (!ctrunc) {
+                        g->drained = (size_t) n < want;
                         return take_plain(g, (size_t) n);
+                }
                 /* Descriptors ride on these bytes: the first message's, unless it ends before. */
                 int64_t size = first_size(g, (size_t) n);
                 if (size < 0)

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -159,6 +160,12 @@ int fd_sorter_take(FdSorter *s, int sock, size_t want, size_t *ret_peeked, int f
         if (sendmsg(s->ctl, &mh, MSG_NOSIGNAL) < 0)
                 return -errno;
 
+        /* The sorter asks nothing of those file systems (fdinfo, the inode
+         * as cached): it answers at once, or something is wrong with it. */
+        struct pollfd p = { .fd = s->ctl, .events = POLLIN };
+        int k = poll(&p, 1, FD_SORTER_TIMEOUT_MSEC);
+        if (k <= 0)
+                return k < 0 ? -errno : -ETIMEDOUT;
         SorterReply reply = {};
         iov = (struct iovec){ .iov_base = &reply, .iov_len = sizeof(reply) };
         mh = (struct msghdr){

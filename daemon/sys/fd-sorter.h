@@ -15,6 +15,8 @@
 
 /* At most this many descriptors come with one write (the kernel's SCM_MAX_FD). */
 #define FD_SORTER_BATCH 253
+/* How long fd_sorter_take() waits for the sorter's answer. */
+#define FD_SORTER_TIMEOUT_MSEC 2000
 /* The most bytes one peek reads. */
 #define FD_SORTER_CHUNK 65536
 
@@ -31,7 +33,8 @@ int fd_sorter_start(FdSorter *s);
  * the descriptors there. *ret_peeked: how many bytes the peek read (it ends
  * after the descriptors' write); fds[0..*ret_count): each descriptor in
  * order, a copy in pmqosd of those safe to close, -1 for those kept, whose
- * kinds[] says what they are (target_close_kind()). */
+ * kinds[] says what they are (target_close_kind()). -ETIMEDOUT: no answer
+ * in FD_SORTER_TIMEOUT_MSEC; the sorter is not to be asked again. */
 int fd_sorter_take(FdSorter *s, int sock, size_t want, size_t *ret_peeked, int fds[static FD_SORTER_BATCH],
                    char kinds[static FD_SORTER_BATCH], size_t *ret_count);
 
