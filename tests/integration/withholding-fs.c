@@ -3,7 +3,7 @@
  * every request but the FLUSH of a close by the process PID (argument) or
  * a child of it — that close then waits, uninterruptibly, for as long as
  * this server lives (every close of a FUSE descriptor sends FLUSH, process
- * exit included). Each FLUSH withheld prints "withheld TID" on stdout.
+ * exit included). Each FLUSH withheld prints "withheld TID TGID" on stdout.
  * Usage: pmqos-withholding-fs MOUNTPOINT PID [allow_other] (foreground;
  * fusermount3 -u MOUNTPOINT or SIGTERM ends it, which releases every
  * waiting close). allow_other: other users may open the file too. */
@@ -52,8 +52,9 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
                        off < 4 ? (size < (size_t) (4 - off) ? size : (size_t) (4 - off)) : 0);
 }
 
-/* Whether tid is a thread of the victim or of one of its children. */
-static int is_victim(pid_t tid) {
+/* Whether tid is a thread of the victim or of one of its children; its
+ * process in *ret_tgid. */
+static int is_victim(pid_t tid, long *ret_tgid) {
         char path[64], line[256];
         long tgid = -1, ppid = -1;
         snprintf(path, sizeof(path), "/proc/%d/status", (int) tid);
@@ -64,14 +65,16 @@ static int is_victim(pid_t tid) {
         }
         if (f)
                 fclose(f);
+        *ret_tgid = tgid;
         return tgid == victim || ppid == victim;
 }
 
 static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
         pid_t tid = fuse_req_ctx(req)->pid;
+        long tgid = -1;
         (void) ino, (void) fi;
-        if (is_victim(tid)) {
-                printf("withheld %d\n", (int) tid);
+        if (is_victim(tid, &tgid)) {
+                printf("withheld %d %ld\n", (int) tid, tgid);
                 fflush(stdout);
                 return; /* never answered: the closer waits */
         }
