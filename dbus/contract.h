@@ -34,7 +34,8 @@
 /* Requests held by a descriptor, a process or a cgroup: pmqosd keeps one
  * descriptor open for each (two while a cgroup's is watched); the unit's
  * LimitNOFILE= makes room for them and for the calls that may wait
- * (daemon/service.c), its FileDescriptorStoreMax= is the two devices only. */
+ * (daemon/service.c), its FileDescriptorStoreMax= (12290) the two devices
+ * and one per held request, so they survive a restart. */
 #define PMQOS_DEFAULT_MAX_HELD 12288u
 /* And at most: under systemd every held descriptor comes back at a restart
  * named in the one LISTEN_FDNAMES= string, which execve() refuses past

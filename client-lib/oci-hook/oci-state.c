@@ -11,27 +11,26 @@
 
 #include "oci-state.h"
 
-static int fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t size, const char *fmt, ...) {
+int oci_error(char *err, size_t size, int errnum, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(err, size, fmt, ap);
         va_end(ap);
-        return -EINVAL;
+        return errnum;
 }
 
 static json_object *parse_object(const char *text, size_t len, const char *what, char *err, size_t size) {
         if (len > OCI_JSON_MAX) {
-                fail(err, size, "%s is larger than %u bytes", what, OCI_JSON_MAX);
+                oci_error(err, size, -EINVAL, "%s is larger than %u bytes", what, OCI_JSON_MAX);
                 return NULL;
         }
         if (memchr(text, 0, len)) {
-                fail(err, size, "%s holds a NUL byte", what);
+                oci_error(err, size, -EINVAL, "%s holds a NUL byte", what);
                 return NULL;
         }
         json_tokener *tok = json_tokener_new_ex(32);
         if (!tok) {
-                fail(err, size, "out of memory");
+                oci_error(err, size, -EINVAL, "out of memory");
                 return NULL;
         }
         json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
@@ -41,15 +40,15 @@ static json_object *parse_object(const char *text, size_t len, const char *what,
         json_tokener_free(tok);
         if (!o || e != json_tokener_success) {
                 json_object_put(o);
-                fail(err, size, "%s is not valid JSON (%s)", what,
-                     e == json_tokener_continue ? "cut short" : json_tokener_error_desc(e));
+                oci_error(err, size, -EINVAL, "%s is not valid JSON (%s)", what,
+                          e == json_tokener_continue ? "cut short" : json_tokener_error_desc(e));
                 return NULL;
         }
         while (used < len && strchr(" \t\r\n", text[used]))
                 used++;
         if (used != len || !json_object_is_type(o, json_type_object)) {
                 json_object_put(o);
-                fail(err, size, "%s is not one JSON object", what);
+                oci_error(err, size, -EINVAL, "%s is not one JSON object", what);
                 return NULL;
         }
         return o;
@@ -61,10 +60,10 @@ static int get_string(json_object *o, const char *key, char **ret, char *err, si
         if (!json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
                 return 0;
         if (!json_object_is_type(v, json_type_string))
-                return fail(err, size, "\"%s\" is not a string", key);
+                return oci_error(err, size, -EINVAL, "\"%s\" is not a string", key);
         char *copy = strdup(json_object_get_string(v));
         if (!copy)
-                return fail(err, size, "out of memory");
+                return oci_error(err, size, -EINVAL, "out of memory");
         free(*ret);
         *ret = copy;
         return 1;
@@ -82,7 +81,7 @@ static int read_annotations(json_object *root, OciState *s, bool only_missing, c
         if (!json_object_object_get_ex(root, "annotations", &a) || json_object_is_type(a, json_type_null))
                 return 0;
         if (!json_object_is_type(a, json_type_object))
-                return fail(err, size, "\"annotations\" is not an object");
+                return oci_error(err, size, -EINVAL, "\"annotations\" is not an object");
         struct {
                 const char *key;
                 char **field;
@@ -94,6 +93,11 @@ static int read_annotations(json_object *root, OciState *s, bool only_missing, c
                 { "io.kubernetes.pod.namespace", &s->pod_namespace },
                 { "io.kubernetes.pod.name", &s->pod_name },
                 { "io.kubernetes.container.name", &s->container_name },
+                { "io.kubernetes.cri.sandbox-namespace", &s->cri_namespace },
+                { "io.kubernetes.cri.sandbox-name", &s->cri_pod },
+                { "io.kubernetes.cri.container-name", &s->cri_container },
+                { OCI_ANN_CRI_TYPE, &s->cri_type },
+                { OCI_ANN_CRIO_TYPE, &s->crio_type },
         };
         for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
                 if (only_missing && *map[i].field)
@@ -118,9 +122,9 @@ int oci_state_parse(const char *text, size_t len, OciState *ret, char *err, size
                 return -EINVAL;
         int r = get_string(root, "id", &ret->id, err, size);
         if (r == 0)
-                r = fail(err, size, "the OCI state has no \"id\"");
+                r = oci_error(err, size, -EINVAL, "the OCI state has no \"id\"");
         else if (r > 0 && !id_valid(ret->id))
-                r = fail(err, size, "the container id is not 1 to %u of [A-Za-z0-9_.+-]", OCI_ID_MAX);
+                r = oci_error(err, size, -EINVAL, "the container id is not 1 to %u of [A-Za-z0-9_.+-]", OCI_ID_MAX);
         if (r >= 0)
                 r = get_string(root, "bundle", &ret->bundle, err, size);
         if (r >= 0)
@@ -129,7 +133,7 @@ int oci_state_parse(const char *text, size_t len, OciState *ret, char *err, size
         if (r >= 0 && json_object_object_get_ex(root, "pid", &pid) && !json_object_is_type(pid, json_type_null)) {
                 int64_t v = json_object_get_int64(pid);
                 if (!json_object_is_type(pid, json_type_int) || v < 0 || v > (1 << 22))
-                        r = fail(err, size, "\"pid\" is not a process id");
+                        r = oci_error(err, size, -EINVAL, "\"pid\" is not a process id");
                 else
                         ret->pid = (int) v;
         }
@@ -159,8 +163,21 @@ int oci_config_parse(const char *text, size_t len, OciState *s, char **ret_cpus,
 }
 
 void oci_state_done(OciState *s) {
-        char **all[] = { &s->id,       &s->status, &s->bundle,        &s->latency,  &s->cpus,
-                         &s->required, &s->crio,   &s->pod_namespace, &s->pod_name, &s->container_name };
+        char **all[] = { &s->id,
+                         &s->status,
+                         &s->bundle,
+                         &s->latency,
+                         &s->cpus,
+                         &s->required,
+                         &s->crio,
+                         &s->pod_namespace,
+                         &s->pod_name,
+                         &s->container_name,
+                         &s->cri_namespace,
+                         &s->cri_pod,
+                         &s->cri_container,
+                         &s->cri_type,
+                         &s->crio_type };
         for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
                 free(*all[i]);
                 *all[i] = NULL;

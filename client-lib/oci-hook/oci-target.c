@@ -19,19 +19,7 @@
 #include "oci-target.h"
 #include "util/cgroup2.h"
 #include "util/cpu-list.h"
-
-static int read_small(int dirfd, const char *path, char *buf, size_t size) {
-        int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        ssize_t n = read(fd, buf, size - 1);
-        int e = errno;
-        close(fd);
-        if (n < 0)
-                return -e;
-        buf[n] = 0;
-        return 0;
-}
+#include "util/file-io.h"
 
 /* The unified hierarchy's path of a /proc/PID/cgroup text ("0::/a/b"). */
 static bool unified_path(const char *text, char *out, size_t size) {
@@ -50,9 +38,9 @@ static bool unified_path(const char *text, char *out, size_t size) {
 static int open_cgroup(int pid) {
         char path[64], text[4096], mine[4096], cg[2048], self[2048];
         snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
-        if (read_small(AT_FDCWD, path, text, sizeof(text)) < 0 ||
-            read_small(AT_FDCWD, "/proc/self/cgroup", mine, sizeof(mine)) < 0 || !unified_path(text, cg, sizeof(cg)) ||
-            !unified_path(mine, self, sizeof(self)))
+        if (read_small_at(AT_FDCWD, path, text, sizeof(text)) < 0 ||
+            read_small_at(AT_FDCWD, "/proc/self/cgroup", mine, sizeof(mine)) < 0 ||
+            !unified_path(text, cg, sizeof(cg)) || !unified_path(mine, self, sizeof(self)))
                 return -1;
         /* The runtime's own cgroup, or the root, is not the container's. */
         if (strcmp(cg, self) == 0 || strcmp(cg, "/") == 0)
@@ -107,7 +95,7 @@ int oci_container_cpus(const char *config_cpus, int cgroup_fd, int pid, uint32_t
         if (!text || !text[0]) {
                 text = buf;
                 from = "cpuset.cpus.effective";
-                if (cgroup_fd < 0 || read_small(cgroup_fd, "cpuset.cpus.effective", buf, sizeof(buf)) < 0 ||
+                if (cgroup_fd < 0 || read_small_at(cgroup_fd, "cpuset.cpus.effective", buf, sizeof(buf)) < 0 ||
                     !buf[strspn(buf, " \n")]) {
                         from = "the init's CPU affinity";
                         int r = affinity_cpus(pid, buf, sizeof(buf));

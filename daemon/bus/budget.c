@@ -53,6 +53,7 @@ struct Budget {
         unsigned n_pings;
         unsigned long n_dropped; /* calls left unanswered, for the log */
         sd_bus_slot *filter, *departures;
+        uint64_t (*now)(void); /* now_usec(), or a test's clock */
 };
 
 static uint64_t now_usec(void) {
@@ -104,7 +105,7 @@ static bool user_idle(const Budget *b, const UserBudget *u, uint64_t now) {
  * (so that connecting anew never refills it); the idle ones go when the
  * table has grown. */
 static void users_sweep(Budget *b) {
-        uint64_t now = now_usec();
+        uint64_t now = b->now();
         UserBudget *u;
         for (size_t i = 0; hashmap_next(&b->users, &i, (void **) &u);)
                 if (user_idle(b, u, now)) {
@@ -122,7 +123,7 @@ static UserBudget *user_get(Budget *b, uint32_t uid) {
         u = calloc(1, sizeof(UserBudget));
         if (!u)
                 return NULL;
-        *u = (UserBudget){ .uid = uid, .tokens = b->limits->max_calls_per_sec_per_uid, .last_usec = now_usec() };
+        *u = (UserBudget){ .uid = uid, .tokens = b->limits->max_calls_per_sec_per_uid, .last_usec = b->now() };
         if (hashmap_put(&b->users, &u->uid, u) < 0) {
                 free(u);
                 return NULL;
@@ -276,7 +277,7 @@ static void ask_ping(Budget *b, ConnBudget *cb) {
 }
 
 static bool take_tokens(Budget *b, UserBudget *u, double n) {
-        uint64_t now = now_usec();
+        uint64_t now = b->now();
         double rate = b->limits->max_calls_per_sec_per_uid;
         u->tokens += (double) (now - u->last_usec) * rate / 1e6;
         if (u->tokens > rate)
@@ -426,7 +427,9 @@ int budget_new(Budget **ret, sd_bus *bus, Clients *clients, Calls *calls, const 
         Budget *b = calloc(1, sizeof(Budget));
         if (!b)
                 return -ENOMEM;
-        *b = (Budget){ .bus = bus, .clients = clients, .calls = calls, .limits = limits, .core = core };
+        *b = (Budget){
+                .bus = bus, .clients = clients, .calls = calls, .limits = limits, .core = core, .now = now_usec
+        };
         hashmap_init(&b->conns, &hashmap_string_ops);
         hashmap_init(&b->users, &hashmap_u32_ops);
         int r = sd_bus_match_signal(bus, &b->departures, "org.freedesktop.DBus", "/org/freedesktop/DBus",
@@ -441,6 +444,10 @@ int budget_new(Budget **ret, sd_bus *bus, Clients *clients, Calls *calls, const 
         clients->resolved_userdata = b;
         *ret = b;
         return 0;
+}
+
+void budget_set_clock(Budget *b, uint64_t (*now)(void)) {
+        b->now = now;
 }
 
 Budget *budget_free(Budget *b) {

@@ -38,6 +38,9 @@ typedef struct Budget Budget;
  * other filter (sd-bus runs the last added first). */
 int budget_new(Budget **ret, sd_bus *bus, Clients *clients, Calls *calls, const Limits *limits, const Core *core);
 Budget *budget_free(Budget *b);
+/* The clock the call buckets refill by, in µs (CLOCK_MONOTONIC_COARSE
+ * unless a test sets its own). */
+void budget_set_clock(Budget *b, uint64_t (*now)(void));
 
 /* The bytes the reply to a call of member of interface will have at most,
  * about: what the filter counts before the call runs. */

@@ -26,7 +26,7 @@ int explain_close_entry(sd_bus_message *reply) {
 
 /* The bound a CPU lives under: the kernel's global value and its own file's, the lower. */
 static int32_t cpu_bound(int32_t kernel, const CpuFileView *view) {
-        int32_t g = kernel >= 0 && kernel < PMQOS_LATENCY_MAX_US ? kernel : PMQOS_LATENCY_NONE;
+        int32_t g = kernel >= 0 && kernel < PMQOS_CONTRACT_LATENCY_MAX ? kernel : PMQOS_LATENCY_NONE;
         int32_t own = view->bound >= 0 ? view->bound : PMQOS_LATENCY_NONE;
         if (g < 0)
                 return own;

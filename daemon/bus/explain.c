@@ -45,7 +45,7 @@ static const Request *binding_request(const Core *c, int32_t min) {
 }
 
 static bool kernel_ignores_writes(const Sink *s, int32_t kernel) {
-        return s->ignores_writes || (s->written >= 0 && s->written < PMQOS_LATENCY_MAX_US && kernel > s->written);
+        return s->ignores_writes || (s->written >= 0 && s->written < PMQOS_CONTRACT_LATENCY_MAX && kernel > s->written);
 }
 
 /* What sets the kernel's value, in the words of the bound_by key. */
@@ -53,7 +53,7 @@ static const char *bound_by(const Core *c, int32_t kernel, const Request **ret_b
         int32_t min = store_min(&c->store), floor = core_floor(c);
         int32_t effective = effective_latency(min, floor);
         *ret_binding = NULL;
-        if (kernel >= 0 && kernel < (effective >= 0 ? effective : PMQOS_LATENCY_MAX_US))
+        if (kernel >= 0 && kernel < (effective >= 0 ? effective : PMQOS_CONTRACT_LATENCY_MAX))
                 return "external";
         if (effective < 0)
                 return "none";

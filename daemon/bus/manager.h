@@ -16,7 +16,7 @@
 #include "bus/calls.h"
 #include "bus/client.h"
 #include "bus/explain.h"
-#include "bus/holds.h"
+#include "record/holds.h"
 #include "bus/publish.h"
 #include "bus/unit-rules.h"
 #include "conf/config.h"

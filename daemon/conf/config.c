@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conf/key-file.h"
+#include "util/key-file.h"
 #include "model/store.h"
 #include "util/macro.h"
 #include "util/parse-value.h"
@@ -33,7 +33,7 @@ static int parse_floor(const char *value, unsigned lineno, int32_t *floor, Confi
         else if (latency_is_cstate_name(value)) {
                 if (!(name = strdup(value)))
                         return -ENOMEM;
-        } else if (parse_latency(value, PMQOS_LATENCY_MAX_US, floor) < 0)
+        } else if (parse_latency(value, PMQOS_CONTRACT_LATENCY_MAX, floor) < 0)
                 return 1;
         free(cstate->name);
         *cstate = (ConfigCState){ .name = name, .line = lineno };

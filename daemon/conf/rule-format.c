@@ -11,7 +11,7 @@
 
 #include "dbus/contract.h"
 #include "util/cpu-list.h"
-#include "conf/key-file.h"
+#include "util/key-file.h"
 #include "util/text.h"
 #include "util/macro.h"
 #include "util/parse-value.h"

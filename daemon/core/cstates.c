@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The one lookup (sys/cpuidle.c: the largest exit latency of the state on
+/* The one lookup (util/cpuidle.c: the largest exit latency of the state on
  * any online CPU, pmqosctl's rule) and the one message for every key. */
 
 #include "core/cstates.h"
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "dbus/contract.h"
-#include "sys/cpuidle.h"
+#include "util/cpuidle.h"
 
 /* What name stands for, or why it stands for nothing here (in err). */
 static int resolve(const char *sysfs_root, const char *path, unsigned line, const char *key, const char *name,

@@ -2,7 +2,7 @@
 /* C-state names where the administrator writes a latency (pmqosd.conf's
  * floors, a unit rule's Latency=): conf/ keeps them as written, and here,
  * the lowest layer that sees both conf/ and sys/, they become microseconds
- * against this machine's cpuidle (sys/cpuidle.h), when the files are read. */
+ * against this machine's cpuidle (util/cpuidle.h), when the files are read. */
 #pragma once
 
 #include <stddef.h>

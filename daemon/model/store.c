@@ -336,7 +336,7 @@ void store_remove(Store *s, Request *r) {
 }
 
 int store_update(Store *s, Request *r, int32_t value) {
-        assert(s && r && (value == PMQOS_LATENCY_NONE || (value >= 0 && value <= PMQOS_LATENCY_MAX_US)));
+        assert(s && r && (value == PMQOS_LATENCY_NONE || (value >= 0 && value <= PMQOS_CONTRACT_LATENCY_MAX)));
         int k = reserve_value_heaps(s, r, value);
         if (k < 0)
                 return k;

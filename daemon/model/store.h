@@ -12,7 +12,6 @@
 #include "util/hashmap.h"
 #include "util/heap.h"
 
-#define PMQOS_LATENCY_MAX_US PMQOS_CONTRACT_LATENCY_MAX
 #define PMQOS_LATENCY_NONE PMQOS_CONTRACT_LATENCY_NONE
 #define PMQOS_MAX_CPUS 8192u /* the kernel's NR_CPUS ceiling */
 
@@ -63,7 +62,7 @@ struct RequestOwner {
 
 struct Request {
         uint32_t cookie;
-        int32_t value; /* PMQOS_LATENCY_NONE or 0 … PMQOS_LATENCY_MAX_US */
+        int32_t value; /* PMQOS_LATENCY_NONE or 0 … PMQOS_CONTRACT_LATENCY_MAX */
         uid_t uid;
         pid_t pid;
         pid_t target_pid; /* HOLD_PROCESS: its pid, in pmqosd's namespace */

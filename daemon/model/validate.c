@@ -59,7 +59,7 @@ int check_type_supported(QosType t, bool wakeup_device, ValidationError *err) {
 }
 
 int check_latency_value(int32_t value, ValidationError *err) {
-        if (value == PMQOS_LATENCY_NONE || (value >= 0 && value <= PMQOS_LATENCY_MAX_US))
+        if (value == PMQOS_LATENCY_NONE || (value >= 0 && value <= PMQOS_CONTRACT_LATENCY_MAX))
                 return 0;
 
         char buf[16];

@@ -20,7 +20,7 @@ int parse_qos_type(const char *s, QosType *ret, ValidationError *err);
 /* cpu_wakeup is NotSupported where the kernel has no /dev/cpu_wakeup_latency (wakeup_device false). */
 int check_type_supported(QosType t, bool wakeup_device, ValidationError *err);
 
-/* -1 (no requirement) or 0 … PMQOS_LATENCY_MAX_US. */
+/* -1 (no requirement) or 0 … PMQOS_CONTRACT_LATENCY_MAX. */
 int check_latency_value(int32_t value, ValidationError *err);
 
 const char *qos_type_to_string(QosType t);

@@ -138,7 +138,7 @@ static int parse_field(Request *r, unsigned i, char *val, ExecCache *execs) {
                 r->type = t;
                 break;
         case F_VALUE:
-                k = record_parse_i64(val, PMQOS_LATENCY_NONE, PMQOS_LATENCY_MAX_US, &v);
+                k = record_parse_i64(val, PMQOS_LATENCY_NONE, PMQOS_CONTRACT_LATENCY_MAX, &v);
                 r->value = (int32_t) v;
                 break;
         case F_UID:

@@ -241,7 +241,7 @@ static int parse_change(Replay *p, const char *verb, char *args, const char **wh
 
         if (strcmp(verb, "value") == 0) {
                 int64_t v;
-                if (!rest || record_parse_i64(rest, PMQOS_LATENCY_NONE, PMQOS_LATENCY_MAX_US, &v) < 0)
+                if (!rest || record_parse_i64(rest, PMQOS_LATENCY_NONE, PMQOS_CONTRACT_LATENCY_MAX, &v) < 0)
                         return bad(why, "invalid value record");
                 e->request->value = (int32_t) v;
                 return 0;

@@ -104,7 +104,7 @@ static int parse_header(Parser *p, const char *line, const char **why) {
 
 static int parse_floor(Parser *p, const char *value, const char **why) {
         int64_t v;
-        if (p->have_floor || record_parse_i64(value, PMQOS_LATENCY_NONE, PMQOS_LATENCY_MAX_US, &v) < 0)
+        if (p->have_floor || record_parse_i64(value, PMQOS_LATENCY_NONE, PMQOS_CONTRACT_LATENCY_MAX, &v) < 0)
                 return bad(why, "invalid or repeated floor");
         p->d.floor = (int32_t) v;
         p->have_floor = true;

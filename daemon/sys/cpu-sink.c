@@ -3,7 +3,7 @@
  * (poll only), so a bound of 0 is written as "n/a". */
 
 #include "sys/cpu-sink.h"
-#include "sys/cpuidle.h"
+#include "util/cpuidle.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -207,7 +207,7 @@ static int32_t parse_written(const char *text) {
                 return 0;
         errno = 0;
         long v = strtol(text, &end, 10);
-        if (errno || end == text || *end || v <= 0 || v > PMQOS_LATENCY_MAX_US)
+        if (errno || end == text || *end || v <= 0 || v > PMQOS_CONTRACT_LATENCY_MAX)
                 return CPU_WRITTEN_UNKNOWN;
         return (int32_t) v;
 }

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "sys/cpu-sink.h"
-#include "sys/cpuidle.h"
+#include "util/cpuidle.h"
 
 #define CPU_TABLES_AGE_FACTOR 9
 

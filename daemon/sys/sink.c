@@ -28,7 +28,7 @@ int sink_open(Sink *s, const char *path) {
         /* A regular file standing in for the device starts out unconstrained. */
         struct stat st;
         if (fstat(s->fd, &st) == 0 && S_ISREG(st.st_mode)) {
-                int32_t v = PMQOS_LATENCY_MAX_US;
+                int32_t v = PMQOS_CONTRACT_LATENCY_MAX;
                 if (pwrite(s->fd, &v, sizeof(v), 0) != sizeof(v) || ftruncate(s->fd, sizeof(v)) < 0) {
                         int r = errno > 0 ? -errno : -EIO;
                         sink_close(s);
@@ -63,7 +63,7 @@ void sink_close(Sink *s) {
         /* A regular file standing in for the device forgets nothing by
          * itself: do what the kernel does when our descriptor closes. */
         if (s->fd >= 0 && fstat(s->fd, &st) == 0 && S_ISREG(st.st_mode)) {
-                int32_t v = PMQOS_LATENCY_MAX_US;
+                int32_t v = PMQOS_CONTRACT_LATENCY_MAX;
                 (void) !pwrite(s->fd, &v, sizeof(v), 0);
         }
         if (s->fd >= 0)
@@ -74,7 +74,7 @@ void sink_close(Sink *s) {
 }
 
 int sink_apply(Sink *s, int32_t usec) {
-        int32_t v = usec < 0 ? PMQOS_LATENCY_MAX_US : usec;
+        int32_t v = usec < 0 ? PMQOS_CONTRACT_LATENCY_MAX : usec;
 
         if (v == s->written)
                 return 0;
@@ -90,7 +90,7 @@ int sink_apply(Sink *s, int32_t usec) {
         /* Until a constraining write was seen to take effect: a kernel (or a
          * stand-in) that ignores writes does so from the start. */
         int32_t k = 0;
-        if (v < PMQOS_LATENCY_MAX_US && !s->ignores_writes && !s->honours_writes && sink_read(s, &k) == 0) {
+        if (v < PMQOS_CONTRACT_LATENCY_MAX && !s->ignores_writes && !s->honours_writes && sink_read(s, &k) == 0) {
                 s->honours_writes = k <= v;
                 if (k > v) {
                         s->ignores_writes = true;

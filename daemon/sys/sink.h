@@ -17,7 +17,7 @@ typedef struct Sink {
 } Sink;
 
 #define SINK_INIT \
-        { .fd = -1, .written = PMQOS_LATENCY_MAX_US }
+        { .fd = -1, .written = PMQOS_CONTRACT_LATENCY_MAX }
 
 /* A value no write can have produced: the next sink_apply() writes. */
 #define SINK_WRITTEN_UNKNOWN INT32_MIN

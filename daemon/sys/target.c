@@ -6,6 +6,7 @@
  * file system, which a user may serve (FUSE) and never answer. */
 
 #include "sys/target.h"
+#include "util/file-io.h"
 #include "util/macro.h"
 #include "util/text.h"
 
@@ -24,20 +25,6 @@
 void target_done(Target *t) {
         free(t->path);
         t->path = NULL;
-}
-
-/* Reads a small /proc file relative to dir (or absolute, dir AT_FDCWD). */
-static ssize_t read_small(int dir, const char *name, char *buf, size_t size) {
-        int fd = openat(dir, name, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        ssize_t n = read(fd, buf, size - 1);
-        int k = errno;
-        close(fd);
-        if (n < 0)
-                return -k;
-        buf[n] = 0;
-        return n;
 }
 
 /* The value after "key:\t" on its own line, as a signed number. */
@@ -64,7 +51,7 @@ bool target_alive(int pidfd) {
 /* /proc/PID/stat's 22nd field; the command in parentheses may hold anything. */
 static int read_start_time(int proc_dir, uint64_t *ret) {
         char buf[1024];
-        ssize_t n = read_small(proc_dir, "stat", buf, sizeof(buf));
+        ssize_t n = read_small_at(proc_dir, "stat", buf, sizeof(buf));
         if (n < 0)
                 return (int) n;
         const char *p = strrchr(buf, ')');
@@ -87,13 +74,13 @@ static int read_start_time(int proc_dir, uint64_t *ret) {
 
 /* uid and start time of pid, read through /proc/PID. */
 static int read_process(pid_t pid, uid_t *ret_uid, uint64_t *ret_start) {
-        char path[32], buf[4096] = ""; /* all zeros: clang-analyzer cannot follow read_small()'s terminator */
+        char path[32], buf[4096] = ""; /* all zeros: clang-analyzer cannot follow read_small_at()'s terminator */
         int64_t uid = 0;
         snprintf(path, sizeof(path), "/proc/%d", (int) pid);
         int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dir < 0)
                 return errno == ENOENT ? -ESRCH : -errno;
-        ssize_t n = read_small(dir, "status", buf, sizeof(buf));
+        ssize_t n = read_small_at(dir, "status", buf, sizeof(buf));
         int r = n < 0 ? (int) n : field_i64(buf, "Uid", &uid);
         if (r >= 0)
                 r = read_start_time(dir, ret_start);
@@ -172,7 +159,7 @@ int target_identify(int fd, Target *ret, char *err, size_t err_size) {
         struct statx st;
 
         snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-        ssize_t n = read_small(AT_FDCWD, path, buf, sizeof(buf));
+        ssize_t n = read_small_at(AT_FDCWD, path, buf, sizeof(buf));
         if (n < 0)
                 return (int) n;
         if (field_i64(buf, "Pid", &pid) >= 0)
@@ -197,7 +184,7 @@ char target_close_kind(int fd) {
         struct statx st;
 
         snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-        if (read_small(AT_FDCWD, path, buf, sizeof(buf)) >= 0 && field_i64(buf, "Pid", &pid) >= 0)
+        if (read_small_at(AT_FDCWD, path, buf, sizeof(buf)) >= 0 && field_i64(buf, "Pid", &pid) >= 0)
                 return 0;
         if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &st) < 0)
                 return 'o';

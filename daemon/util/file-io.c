@@ -91,3 +91,16 @@ int pwrite_all(int fd, const char *data, size_t len, size_t offset) {
         }
         return 0;
 }
+
+ssize_t read_small_at(int dir, const char *name, char *buf, size_t size) {
+        int fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, buf, size - 1);
+        int k = errno;
+        close(fd);
+        if (n < 0)
+                return -k;
+        buf[n] = 0;
+        return n;
+}

@@ -160,6 +160,31 @@ static double run_workers(const Config *c, const char *destination, pid_t server
         return (double) total / secs;
 }
 
+/* A child holding vanish_requests requests at destination until killed;
+ * its unique bus name in unique. */
+static pid_t spawn_vanisher(const Config *c, const char *destination, char *unique, size_t size) {
+        int pipefd[2];
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                die("pipe", errno);
+        pid_t child = fork();
+        if (child == 0) {
+                sd_bus *bus = connect_bus();
+                const char *name = NULL;
+                for (int k = 0; k < c->vanish_requests; k++)
+                        request_at(bus, destination, 10 + k);
+                if (sd_bus_get_unique_name(bus, &name) < 0 ||
+                    write(pipefd[1], name, strlen(name) + 1) != (ssize_t) strlen(name) + 1)
+                        _exit(1);
+                pause();
+                _exit(0);
+        }
+        if (read(pipefd[0], unique, size - 1) <= 0)
+                die("vanish child", EIO);
+        close(pipefd[0]);
+        close(pipefd[1]);
+        return child;
+}
+
 /* vanish: a client holding vanish_requests requests is killed; the time
  * from the kill to LatencyChanged(-1), sent right after the kernel write.
  * The bus's own share is the time to its NameOwnerChanged for the client,
@@ -170,26 +195,8 @@ static void measure_vanish(const Config *c, const char *destination, double *ret
         if (!t || !t_bus)
                 die("memory", ENOMEM);
         for (int round = 0; round < c->vanish_rounds; round++) {
-                int pipefd[2];
-                if (pipe2(pipefd, O_CLOEXEC) < 0)
-                        die("pipe", errno);
-                pid_t child = fork();
-                if (child == 0) {
-                        sd_bus *bus = connect_bus();
-                        const char *unique = NULL;
-                        for (int k = 0; k < c->vanish_requests; k++)
-                                request_at(bus, destination, 10 + k);
-                        if (sd_bus_get_unique_name(bus, &unique) < 0 ||
-                            write(pipefd[1], unique, strlen(unique) + 1) != (ssize_t) strlen(unique) + 1)
-                                _exit(1);
-                        pause();
-                        _exit(0);
-                }
                 char unique[256] = "";
-                if (read(pipefd[0], unique, sizeof(unique) - 1) <= 0)
-                        die("vanish child", EIO);
-                close(pipefd[0]);
-                close(pipefd[1]);
+                pid_t child = spawn_vanisher(c, destination, unique, sizeof(unique));
                 /* Let the bus finish routing the signals of those requests: the
                  * figure is about a quiet client dying, not about that backlog. */
                 usleep(200000);

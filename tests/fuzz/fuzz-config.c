@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             (l->max_per_connection < 1 || l->max_per_uid < 1 || l->max_timeout_sec < 1 ||
              l->max_unprivileged_timeout_sec < 1 || l->max_pending_per_connection < 1 || l->max_pending_per_uid < 1 ||
              l->max_pending < 1 || l->max_polkit_in_flight < 1 || l->max_polkit_in_flight > POLKIT_IN_FLIGHT_CEILING ||
-             l->max_clients < 1 || c.default_floor < -1 || c.default_floor > PMQOS_LATENCY_MAX_US ||
+             l->max_clients < 1 || c.default_floor < -1 || c.default_floor > PMQOS_CONTRACT_LATENCY_MAX ||
              (c.state_dir && c.state_dir[0] != '/')))
                 abort();
         /* A C-state name is kept only as the grammar writes one, with its line. */

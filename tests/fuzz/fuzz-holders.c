@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sys/cpuidle.h"
+#include "util/cpuidle.h"
 #include "sys/holders.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

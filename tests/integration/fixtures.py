@@ -45,7 +45,7 @@ main = tap.main  # every suite ends with main()
 NOBODY = 65534
 
 PMQOSD = os.environ.get("PMQOSD", os.path.join(SOURCE_ROOT, "build", "daemon", "pmqosd"))
-PMQOSCTL = os.environ.get("PMQOSCTL", os.path.join(os.path.dirname(PMQOSD), "..", "client-lib", "pmqosctl"))
+PMQOSCTL = os.environ.get("PMQOSCTL", os.path.join(os.path.dirname(PMQOSD), "..", "client-lib", "pmqosctl", "pmqosctl"))
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer.py")
 ATTACKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attacker.py")
 

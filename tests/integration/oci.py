@@ -43,6 +43,22 @@ def missing():
     return None
 
 
+CONF_ENV = "PMQOS_OCI_HOOK_CONF"
+
+
+def write_conf(directory, machine_wide):
+    """An oci-hook.conf in directory with MachineWide=machine_wide (None: no
+    file at that path, so the hook's default); its path."""
+    path = os.path.join(directory, "oci-hook.conf")
+    if machine_wide is None:
+        if os.path.exists(path):
+            os.unlink(path)
+    else:
+        with open(path, "w") as f:
+            f.write("[Hook]\nMachineWide=%s\n" % machine_wide)
+    return path
+
+
 def hooks_d():
     with open(HOOKS_D) as f:
         return json.load(f)
@@ -65,6 +81,7 @@ class Crun:
         self.bus_address = bus_address
         self.log = os.path.join(self.dir, "crun.log")
         self.manager = "disabled"  # "cgroupfs" for a container given linux.cgroupsPath
+        self.conf = write_conf(self.dir, "allow")  # the hook's oci-hook.conf (most tests bind the whole machine)
 
     def cleanup(self):
         for name in os.listdir(self.root) if os.path.isdir(self.root) else ():
@@ -117,7 +134,8 @@ class Crun:
             os.chmod(wrapper, 0o755)
             args = spec["hook"].get("args", [spec["hook"]["path"]])[1:]
             config["hooks"] = {stage: [{"path": wrapper, "args": ["pmqos-oci-hook"] + args,
-                                        "env": ["DBUS_SYSTEM_BUS_ADDRESS=" + self.bus_address] + list(hook_env),
+                                        "env": ["DBUS_SYSTEM_BUS_ADDRESS=" + self.bus_address,
+                                                CONF_ENV + "=" + self.conf] + list(hook_env),
                                         "timeout": spec["hook"]["timeout"]}]
                                for stage in spec["stages"]}
         with open(os.path.join(b, "config.json"), "w") as f:
@@ -161,8 +179,9 @@ class Podman:
         self.hook_log = os.path.join(self.dir, "hooks.err")
         wrapper = os.path.join(self.dir, "hook-wrapper")
         with open(wrapper, "w") as f:
-            f.write('#!/bin/sh\nstate=$(cat)\necho "$state" >> %s\nexport DBUS_SYSTEM_BUS_ADDRESS=%s\n'
-                    'echo "$state" | exec %s "$@" 2>>%s\n' % (self.marker, bus_address, HOOK, self.hook_log))
+            f.write('#!/bin/sh\nstate=$(cat)\necho "$state" >> %s\nexport DBUS_SYSTEM_BUS_ADDRESS=%s %s=%s\n'
+                    'echo "$state" | exec %s "$@" 2>>%s\n' % (self.marker, bus_address, CONF_ENV,
+                                                               write_conf(self.dir, "allow"), HOOK, self.hook_log))
         os.chmod(wrapper, 0o755)
         spec = hooks_d()
         spec["hook"]["path"] = wrapper

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Runs the C tests of libpmqos (tests/unit/test-libpmqos.c) against a live
+"""Runs the C tests of libpmqos (tests/unit/libpmqos/test-libpmqos.c) against a live
 broker: private bus, real polkitd with the project's policy, pmqosd restarted
 whenever it exits (as systemd's Restart= would), and test users."""
 
@@ -133,7 +133,7 @@ class Examples:
     def programs(self):
         progs = {name: [os.path.join(EXAMPLES_DIR, name)] for name in ("first-request", "hold-busy")}
         progs["hold-busy"].append("0.3")
-        for origin in ("README.md", os.path.join("client-lib", "pmqos.h")):
+        for origin in ("README.md", os.path.join("client-lib", "libpmqos", "pmqos.h")):
             with open(os.path.join(SOURCE_ROOT, origin)) as f:
                 source = snippet_program(f.read(), origin)
             name = os.path.basename(origin).replace(".", "-")
@@ -143,7 +143,7 @@ class Examples:
             libdir = os.path.dirname(LIBRARY)
             sanitize = ["-fsanitize=address,undefined"] if LIBRARY_HAS_ASAN else []
             cc = subprocess.run([os.environ.get("CC", "cc"), "-Wall", "-Werror", *sanitize, "-o", path[:-2], path,
-                                 "-I" + os.path.join(SOURCE_ROOT, "client-lib"), "-L" + libdir, "-lpmqos",
+                                 "-I" + os.path.join(SOURCE_ROOT, "client-lib", "libpmqos"), "-L" + libdir, "-lpmqos",
                                  "-Wl,-rpath," + libdir], stderr=subprocess.PIPE, text=True)
             self.assertEqual(cc.returncode, 0, "%s's example does not compile:\n%s\n%s" % (origin, source, cc.stderr))
             progs[origin] = [path[:-2]]

@@ -3,10 +3,19 @@
 the container's bound while it runs, released at its init's death before
 poststop, poststop idempotent, CRI-O's annotation per CPU, two containers on
 one CPU, a restart of pmqosd, no broker, bad annotations; the bound and its
-release through podman."""
+release through podman. The confinement to the container's cpuset and
+MachineWide= under crun; the hook run directly as CRI-O's and containerd's
+runtimes run it (their annotations): sandboxes skipped, pods named, every
+decision in the journal (a stand-in journal socket read back)."""
 
+import glob
+import json
 import os
+import shutil
+import socket
+import subprocess
 import signal
+import tempfile
 import time
 
 from contract import NATIVE_IFACE
@@ -19,10 +28,12 @@ CPU_FILE = "/sys/devices/system/cpu/cpu%d/power/pm_qos_resume_latency_us" % CPU
 LAT = "org.freedesktop.pmqos.latency"
 REQ = "org.freedesktop.pmqos.required"
 CRIO = "cpu-c-states.crio.io"
+CPUS = "org.freedesktop.pmqos.cpus"
+OTHER = 0 if CPU == 1 else None  # a CPU outside a container on CPU
 
 
-def read_cpu():
-    with open(CPU_FILE) as f:
+def read_cpu(cpu=CPU):
+    with open("/sys/devices/system/cpu/cpu%d/power/pm_qos_resume_latency_us" % cpu) as f:
         return f.read().strip()
 
 
@@ -136,6 +147,30 @@ class TestLifetime(OciTestCase):
         [r] = self.ours("c3")
         self.assertEqual(r["reason"], "container c3 pod ran/du-0 name l1")
         self.assertEqual(r["value"], 40)
+
+    def test_cstate_name(self):
+        # A C-state name is the largest exit latency an online CPU gives a
+        # state of that name (util/cpuidle.c, pmqosd's and pmqosctl's rule).
+        states = {}
+        for d in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpuidle/state[0-9]*"):
+            online = os.path.join(os.path.dirname(os.path.dirname(d)), "online")
+            if os.path.exists(online) and open(online).read().strip() != "1":
+                continue
+            name = open(os.path.join(d, "name")).read().strip()
+            latency = int(open(os.path.join(d, "latency")).read())
+            states[name.lower()] = max(latency, states.get(name.lower(), 0))
+        _ = self.daemon
+        code, out = self.create("u", {LAT: "NoSuchState", REQ: "true"})
+        self.assertNotEqual(code, 0, "an unknown C-state started a required container")
+        self.assertIn("C-state", self.hook_stderr())
+        self.assertEqual(self.ours("u"), [])
+        named = [n for n in states if n.isalnum() and n[0].isalpha()]  # the annotation's syntax
+        if not named:
+            skip_notice("a C-state name in an annotation", "this machine shows no cpuidle state to name")
+            return
+        self.assertEqual(self.create("c6", {LAT: named[0].upper()})[0], 0, self.hook_stderr())
+        [r] = self.ours("c6")
+        self.assertEqual(r["value"], states[named[0]])
 
     def test_restart_of_pmqosd_keeps_the_bound(self):
         if "valgrind" in os.environ.get("PMQOSD_WRAPPER", ""):
@@ -256,6 +291,166 @@ class TestNoBroker(OciTestCase):
         self.assertEqual(self.create("x", {LAT: "fast!"})[0], 0)
         self.assertIn(LAT, self.hook_stderr())
         self.assertNotEqual(self.create("y", {LAT: "fast!", REQ: "true"})[0], 0)
+        self.assertTrue(self.kernel.released())
+
+
+class TestConfinement(OciTestCase):
+    """An annotation reaches only the container's own CPUs; the whole
+    machine only with MachineWide=allow."""
+
+    def setUp(self):
+        if OTHER is None:
+            skip_notice("the confinement to a container's cpuset", "it needs CPUs 0 and 1")
+            self.skipTest("it needs CPUs 0 and 1")
+        super().setUp()
+        self.original = {c: read_cpu(c) for c in (0, 1)}
+        self.addCleanup(lambda: self.assertEqual({c: read_cpu(c) for c in (0, 1)}, self.original, "CPUs not restored"))
+
+    def test_list_outside_the_cpuset_refused(self):
+        _ = self.daemon
+        base = self.kernel.read()
+        code, out = self.create("r", {LAT: "11", CPUS: str(OTHER), REQ: "true"}, cpus=str(CPU))
+        self.assertNotEqual(code, 0, "a container asking for another CPU started under required=true")
+        self.assertIn("CPU %d, outside the container's cpuset \"%d\"" % (OTHER, CPU), self.hook_stderr())
+        self.assertIsNone(self.crun.state("r"), "the failed container was left behind")
+        code, out = self.create("u", {LAT: "11", CPUS: str(OTHER)}, cpus=str(CPU))
+        self.assertEqual(code, 0, out + self.hook_stderr())
+        self.assertIn("container u: %s names CPU %d" % (CPUS, OTHER), self.hook_stderr())
+        self.assertIn("starting it without the bound", self.hook_stderr())
+        self.assertEqual(self.ours("r") + self.ours("u"), [])
+        self.assertEqual((read_cpu(OTHER), read_cpu(CPU), self.kernel.read()), (self.original[OTHER], self.original[CPU], base))
+        # Its own CPU, by list and by "container": granted there, only there.
+        self.assertEqual(self.create("g", {LAT: "12", CPUS: str(CPU)}, cpus=str(CPU))[0], 0, self.hook_stderr())
+        self.assertEqual(self.create("h", {CRIO: "max_latency:13"}, cpus="%d-%d" % (CPU, CPU))[0], 0)
+        self.assertEqual((read_cpu(CPU), read_cpu(OTHER), self.kernel.read()), ("12", self.original[OTHER], base))
+        self.crun.run("delete", "-f", "g")
+        self.assertEqual(read_cpu(CPU), "13")
+        self.crun.run("delete", "-f", "h")
+
+    def test_machine_wide_refused_by_default_granted_when_allowed(self):
+        _ = self.daemon
+        oci.write_conf(self.crun.dir, None)  # no file: the default
+        self.assertEqual(self.create("d", {LAT: "42"})[0], 0, self.hook_stderr())
+        self.assertEqual(self.create("n", {CRIO: "disable"})[0], 0, self.hook_stderr())  # no cpuset: every CPU
+        self.assertNotEqual(self.create("f", {LAT: "42", REQ: "true"})[0], 0)
+        err = self.hook_stderr()
+        self.assertIn("container d: no %s: a bound on the whole machine, which MachineWide=deny in %s refuses"
+                      % (CPUS, self.crun.conf), err)
+        self.assertIn("container n: the container has no cpuset", err)
+        self.assertIn("container f: no %s" % CPUS, err)
+        self.assertIsNone(self.crun.state("f"))
+        self.assertEqual(self.ours("d") + self.ours("n") + self.ours("f"), [])
+        self.assertTrue(self.kernel.released())
+        self.assertEqual({c: read_cpu(c) for c in (0, 1)}, self.original)
+        # Not understood: said, with its line, and taken as deny.
+        with open(self.crun.conf, "w") as f:
+            f.write("[Hook]\nMachineWide=yes\n")
+        self.assertEqual(self.create("b", {LAT: "42"})[0], 0)
+        self.assertIn("%s:2: MachineWide: invalid value \"yes\", expected deny or allow (MachineWide=deny)"
+                      % self.crun.conf, self.hook_stderr())
+        self.assertTrue(self.kernel.released())
+        oci.write_conf(self.crun.dir, "allow")
+        self.assertEqual(self.create("a", {LAT: "42"})[0], 0, self.hook_stderr())
+        self.assertKernelAtMost(42)
+        self.assertEqual(len(self.ours("a")), 1)
+
+
+class TestAsKubernetesRuns(OciTestCase):
+    """The hook run as CRI-O's and containerd's runtimes run it: the OCI
+    state on stdin, the bundle's config.json with their annotations, the
+    container's init a process of ours. A stand-in journal socket (a
+    datagram socket of the test bind-mounted at /run/systemd/journal in a
+    mount namespace of the hook's own) is read back; without one, refusals
+    are on stderr."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp(prefix="pmqos-k8s-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.journal = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.addCleanup(self.journal.close)
+        self.journal.bind(os.path.join(self.dir, "socket"))
+        self.journal.setblocking(False)
+        self.conf = oci.write_conf(self.dir, None)
+
+    def hook(self, cid, annotations, cpus=None, journal=True):
+        """(exit status, stderr, journal entries as dicts) of one createRuntime run."""
+        bundle = os.path.join(self.dir, cid)
+        os.mkdir(bundle)
+        config = {"ociVersion": "1.1.0", "annotations": annotations, "linux": {}}
+        if cpus is not None:
+            config["linux"]["resources"] = {"cpu": {"cpus": cpus}}
+        with open(os.path.join(bundle, "config.json"), "w") as f:
+            json.dump(config, f)
+        init = subprocess.Popen(["sleep", "1000"])
+        self.addCleanup(init.wait)
+        self.addCleanup(init.kill)
+        state = {"ociVersion": "1.1.0", "id": cid, "status": "creating", "pid": init.pid, "bundle": bundle,
+                 "annotations": annotations}
+        mounts = "mkdir -p /run/systemd && mount -t tmpfs tmpfs /run/systemd && mkdir /run/systemd/journal"
+        if journal:
+            mounts += ' && mount --bind "$0" /run/systemd/journal'
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", mounts + ' && exec "$@"',
+                            self.dir, oci.HOOK], input=json.dumps(state).encode(), capture_output=True, timeout=10,
+                           env={"DBUS_SYSTEM_BUS_ADDRESS": self.bus.address, oci.CONF_ENV: self.conf})
+        entries = []
+        while True:
+            try:
+                data = self.journal.recv(65536).decode()
+            except BlockingIOError:
+                break
+            entries.append(dict(line.split("=", 1) for line in data.splitlines() if "=" in line))
+        return p.returncode, p.stderr.decode(), entries
+
+    def test_sandbox_containers_get_no_request(self):
+        _ = self.daemon
+        for cid, key in (("pause-d", "io.kubernetes.cri.container-type"),
+                         ("pause-o", "io.kubernetes.cri-o.ContainerType")):
+            a = {key: "sandbox", LAT: "0", CPUS: str(CPU), REQ: "true", "io.kubernetes.pod.name": "du-0",
+                 "io.kubernetes.cri.sandbox-name": "du-0"}
+            code, err, journal = self.hook(cid, a, cpus=str(CPU))
+            self.assertEqual((code, err), (0, ""))
+            self.assertEqual(self.ours(cid), [])
+            [e] = journal
+            self.assertEqual((e["SYSLOG_IDENTIFIER"], e["CONTAINER_ID"], e["PRIORITY"]), ("pmqos-oci-hook", cid, "6"))
+            self.assertIn("container %s pod ?/du-0: a sandbox (pause) container, never given a request" % cid,
+                          e["MESSAGE"])
+        self.assertTrue(self.kernel.released())
+        # The same annotations on the pod's container (type "container"): granted.
+        a = {"io.kubernetes.cri.container-type": "container", LAT: "44", CPUS: str(CPU)}
+        self.assertEqual(self.hook("app", a, cpus=str(CPU))[0], 0)
+        self.assertEqual(len(self.ours("app")), 1)
+
+    def test_reason_names_the_pod_by_both_runtimes_keys(self):
+        _ = self.daemon
+        containerd = {"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-namespace": "ran",
+                      "io.kubernetes.cri.sandbox-name": "du-0", "io.kubernetes.cri.container-name": "l1"}
+        crio = {"io.kubernetes.cri-o.ContainerType": "container", "io.kubernetes.pod.namespace": "core",
+                "io.kubernetes.pod.name": "upf-1", "io.kubernetes.container.name": "dp"}
+        for cid, keys, reason in (("cd1", containerd, "container cd1 pod ran/du-0 name l1"),
+                                  ("co1", crio, "container co1 pod core/upf-1 name dp")):
+            code, err, journal = self.hook(cid, dict(keys, **{LAT: "45", CPUS: "container"}), cpus=str(CPU))
+            self.assertEqual((code, err), (0, ""))
+            [r] = self.ours(cid)
+            self.assertEqual((r["reason"], r["value"]), (reason, 45))
+            [e] = journal
+            self.assertEqual((e["SYSLOG_IDENTIFIER"], e["CONTAINER_ID"]), ("pmqos-oci-hook", cid))
+            self.assertTrue(e["MESSAGE"].startswith(reason + ": 45 µs on CPUs %d, request %d bound to its "
+                                                    % (CPU, r["cookie"])), e["MESSAGE"])
+
+    def test_refusals_in_the_journal_and_on_stderr_without_one(self):
+        _ = self.daemon
+        a = {"io.kubernetes.cri.container-type": "container", LAT: "46", REQ: "true"}
+        code, err, journal = self.hook("mw", a, cpus=str(CPU))
+        self.assertEqual(code, 1)
+        [e] = journal
+        self.assertEqual((e["SYSLOG_IDENTIFIER"], e["CONTAINER_ID"], e["PRIORITY"]), ("pmqos-oci-hook", "mw", "3"))
+        self.assertIn("container mw: no %s: a bound on the whole machine, which MachineWide=deny" % CPUS, e["MESSAGE"])
+        self.assertIn(e["MESSAGE"], err)  # a refusal goes to stderr too
+        code, err, journal = self.hook("mw2", a, cpus=str(CPU), journal=False)
+        self.assertEqual((code, journal), (1, []))
+        self.assertIn("pmqos-oci-hook: container mw2: no %s: a bound on the whole machine" % CPUS, err)
+        self.assertEqual(self.ours("mw") + self.ours("mw2"), [])
         self.assertTrue(self.kernel.released())
 
 

@@ -422,6 +422,30 @@ class TestServeForServices(StandinCase):
         server.stderr.close()
         self.assertFalse(mounted())
 
+    def test_planted_link_or_foreign_dir_refused(self):
+        """A symbolic link at DIR, or at a directory above it, is refused
+        (not followed: nothing is mounted on its target), as is a directory
+        of another user; exit status 125, the reason on stderr."""
+        target = tempfile.mkdtemp(prefix="pmqos-serve-target-")
+        self.addCleanup(shutil.rmtree, target, True)
+        link = "/run/pmqos-serve-link-%d" % os.getpid()
+        os.symlink(target, link)
+        self.addCleanup(os.unlink, link)
+        foreign = os.path.join(target, "foreign")
+        os.mkdir(foreign)
+        os.chown(foreign, 65534, 65534)
+        for d, why in ((link, "or a directory above it, is a symbolic link: refusing to follow it"),
+                       (link + "/sub", "or a directory above it, is a symbolic link: refusing to follow it"),
+                       (foreign, "not owned by root: refusing to serve over it")):
+            p = subprocess.run([PMQOSCTL, "run", "--serve", d], env=self.bus.env, capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(p.returncode, 125, p.stderr)
+            self.assertIn("pmqosctl run: cannot set up the stand-in device: %s: " % d, p.stderr)
+            self.assertIn(why, p.stderr)
+            with open("/proc/self/mountinfo") as f:
+                self.assertNotIn("pmqos-serve-", f.read(), "mounted over the link's target")
+        self.assertEqual(sorted(os.listdir(target)), ["foreign"], "made a directory through the link")
+
 
 if __name__ == "__main__":
     main()

@@ -111,7 +111,7 @@ class TestInstall(BrokerTestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_man_pages_render_without_warnings(self):
-        for page in ("daemon/pmqosd.8", "daemon/pmqosd.conf.5", "client-lib/pmqosctl.1", "client-lib/libpmqos.3",
+        for page in ("daemon/pmqosd.8", "daemon/pmqosd.conf.5", "client-lib/pmqosctl/pmqosctl.1", "client-lib/libpmqos/libpmqos.3",
                      "client-lib/oci-hook/pmqos-oci-hook.8"):
             r = run("man", "--warnings", "-l", os.path.join(SOURCE_ROOT, page), env=dict(os.environ, MANWIDTH="80"))
             self.assertEqual(r.returncode, 0, page)
@@ -119,7 +119,7 @@ class TestInstall(BrokerTestCase):
             self.assertIn("NAME", r.stdout)
 
     def test_bash_completion_parses(self):
-        r = run("bash", "-n", os.path.join(SOURCE_ROOT, "client-lib", "pmqosctl.bash-completion"))
+        r = run("bash", "-n", os.path.join(SOURCE_ROOT, "client-lib", "pmqosctl", "pmqosctl.bash-completion"))
         self.assertEqual(r.returncode, 0, r.stderr)
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""What libpmqos exports (client-lib/libpmqos.sym, the linker's version
+"""What libpmqos exports (client-lib/libpmqos/libpmqos.sym, the linker's version
 script) and what the Debian symbols file promises are the same set of
 symbol@node pairs, nodes included. dh_makeshlibs refuses the package build
 on any difference; this says so in the structure suite, seconds after the
@@ -45,7 +45,7 @@ def promised(path):
 
 
 def main(root):
-    sym = os.path.join(root, 'client-lib', 'libpmqos.sym')
+    sym = os.path.join(root, 'client-lib', 'libpmqos', 'libpmqos.sym')
     deb = os.path.join(root, 'packaging', 'debian', 'libpmqos1.symbols')
     a, b = exported(sym), promised(deb)
     for s in sorted(a - b):

@@ -256,6 +256,38 @@ static int check(sd_bus *bus, int n_workers, const char *device, bool final_try)
         return bad;
 }
 
+/* A quiet point: everyone parks between operations, the broker's view is
+ * compared with the model, then the workers go on. Returns the mismatches. */
+static unsigned quiet_point(sd_bus *bus, int n_workers, const char *device, unsigned *exits, unsigned *seed) {
+        atomic_store(&shared->pause, 1);
+        for (uint64_t deadline = now_ms() + 20000; now_ms() < deadline;) {
+                bool all = true;
+                for (int i = 0; i < n_workers; i++) {
+                        Slot *s = &shared->slots[i];
+                        if (!reap_if_exited(i, exits) && atomic_load(&s->pid) && !atomic_load(&s->parked))
+                                all = false;
+                }
+                if (all)
+                        break;
+                usleep(2000);
+        }
+        /* Vanished clients take the broker a moment: allow it one. */
+        int bad = 0;
+        for (int attempt = 0; attempt < 100; attempt++) {
+                bad = check(bus, n_workers, device, false);
+                if (bad == 0)
+                        break;
+                usleep(20000);
+        }
+        if (bad)
+                bad = check(bus, n_workers, device, true);
+        atomic_store(&shared->pause, 0);
+        for (int i = 0; i < n_workers; i++)
+                if (!atomic_load(&shared->slots[i].pid))
+                        spawn(i, rand_r(seed));
+        return (unsigned) bad;
+}
+
 int main(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "workers", required_argument, NULL, 'w' },
@@ -315,35 +347,8 @@ int main(int argc, char *argv[]) {
 
                 if (now_ms() < next_check)
                         continue;
-                /* A quiet point: everyone parks between operations. */
-                atomic_store(&shared->pause, 1);
-                for (uint64_t deadline = now_ms() + 20000; now_ms() < deadline;) {
-                        bool all = true;
-                        for (int i = 0; i < n_workers; i++) {
-                                Slot *s = &shared->slots[i];
-                                if (!reap_if_exited(i, &exits) && atomic_load(&s->pid) && !atomic_load(&s->parked))
-                                        all = false;
-                        }
-                        if (all)
-                                break;
-                        usleep(2000);
-                }
-                /* Vanished clients take the broker a moment: allow it one. */
-                int bad = 0;
-                for (int attempt = 0; attempt < 100; attempt++) {
-                        bad = check(bus, n_workers, device, false);
-                        if (bad == 0)
-                                break;
-                        usleep(20000);
-                }
-                if (bad)
-                        bad = check(bus, n_workers, device, true);
                 checks++;
-                mismatches += (unsigned) bad;
-                atomic_store(&shared->pause, 0);
-                for (int i = 0; i < n_workers; i++)
-                        if (!atomic_load(&shared->slots[i].pid))
-                                spawn(i, rand_r(&seed));
+                mismatches += quiet_point(bus, n_workers, device, &exits, &seed);
                 next_check = now_ms() + 2000;
         }
 

@@ -399,7 +399,7 @@ if __name__ == "__main__":
 def man_blocks(after):
     """The .nf/.fi blocks of pmqosctl(1) after the text AFTER, as a reader
     copies them from the rendered page (roff's \\- is a -)."""
-    with open(os.path.join(SOURCE_ROOT, "client-lib", "pmqosctl.1")) as f:
+    with open(os.path.join(SOURCE_ROOT, "client-lib", "pmqosctl", "pmqosctl.1")) as f:
         text = f.read()
     text = text[text.index(after):]
     return [b.split(".fi\n", 1)[0].replace("\\-", "-") for b in text.split(".nf\n")[1:]]

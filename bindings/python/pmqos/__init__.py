@@ -263,7 +263,25 @@ def _check_cpus(cpus):
     return cpu_list
 
 
-class Client:
+class _Closing:
+    """A context manager that closes its object at the end, and at garbage
+    collection if nobody did (Client and Hold)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Client(_Closing):
     """A connection to pmqosd. Requests made through it end when it closes."""
 
     def __init__(self):
@@ -285,19 +303,6 @@ class Client:
         if self._c:
             _library().pmqos_client_free(self._c)
             self._c = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def request(self, usec, reason=None, timeout=None, cpus=None, persistent=False):
         """Asks that CPUs wake within usec µs; returns the request's cookie.

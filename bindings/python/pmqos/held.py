@@ -16,7 +16,7 @@ import ctypes
 import errno
 import os
 
-from . import Error, InvalidArgument, _check_cpus, _check_usec, _ERRORS, _invalid, _library, _raise
+from . import Error, InvalidArgument, _check_cpus, _check_usec, _Closing, _ERRORS, _invalid, _library, _raise
 
 PID_MAX = 2 ** 22  # the kernel's PID_MAX_LIMIT: no pid is larger
 
@@ -57,7 +57,7 @@ def _os_error(e, what):
     return cls("%s: %s" % (what, e.strerror or e), e.errno or 0)
 
 
-class Hold:
+class Hold(_Closing):
     """A request that lives while any copy of its descriptor fd is open, in
     this process or any other (pass fd to a child with subprocess's
     pass_fds), whatever becomes of the Client that made it. close() (or the
@@ -82,19 +82,6 @@ class Hold:
         if self.fd < 0:
             raise ValueError("the hold is closed")
         return self.fd
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         return "<pmqos.Hold cookie=%d fd=%d>" % (self.cookie, self.fd)

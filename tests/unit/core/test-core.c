@@ -43,7 +43,7 @@ START_TEST(test_change_sets) {
         ck_assert_int_eq(c.effective, 70);
         ck_assert_int_eq(core_cancel(&c, r2, 0, &cs), 0);
         ck_assert_int_eq(c.effective, PMQOS_LATENCY_NONE);
-        ck_assert_int_eq(unit_read_device(device), PMQOS_LATENCY_MAX_US);
+        ck_assert_int_eq(unit_read_device(device), PMQOS_CONTRACT_LATENCY_MAX);
         core_done(&c);
 }
 END_TEST
@@ -89,7 +89,7 @@ START_TEST(test_rollback_when_a_cpu_refuses) {
         CHANGES(cs, false, false, false, false);
         ck_assert_uint_eq(store_size(&c.store), 0);
         ck_assert_str_eq(unit_read_file(sysfs, CPU0), "0"); /* written, then given back */
-        ck_assert_int_eq(unit_read_device(device), PMQOS_LATENCY_MAX_US);
+        ck_assert_int_eq(unit_read_device(device), PMQOS_CONTRACT_LATENCY_MAX);
         core_done(&c);
 }
 END_TEST
@@ -313,7 +313,7 @@ START_TEST(test_wakeup_apart) {
         ck_assert_int_eq(core_add(&c, w, NULL, &cs), 0);
         ck_assert(cs.wakeup && !cs.latency);
         ck_assert_int_eq(unit_read_device(wakeup), 30);
-        ck_assert_int_eq(unit_read_device(device), PMQOS_LATENCY_MAX_US);
+        ck_assert_int_eq(unit_read_device(device), PMQOS_CONTRACT_LATENCY_MAX);
         Request *d = new_request(&c, 50, false, 0, UINT32_MAX);
         ck_assert_int_eq(core_add(&c, d, NULL, &cs), 0);
         ck_assert(cs.latency && !cs.wakeup);
@@ -323,7 +323,7 @@ START_TEST(test_wakeup_apart) {
         ck_assert_int_eq(unit_read_device(wakeup), 40);
         ck_assert_int_eq(core_cancel(&c, w, 0, &cs), 0);
         ck_assert_int_eq(c.wakeup_effective, PMQOS_LATENCY_NONE);
-        ck_assert_int_eq(unit_read_device(wakeup), PMQOS_LATENCY_MAX_US);
+        ck_assert_int_eq(unit_read_device(wakeup), PMQOS_CONTRACT_LATENCY_MAX);
         core_done(&c);
 
         /* Where the kernel has no such device, there is no wakeup sink. */

@@ -45,8 +45,8 @@ START_TEST(test_min_and_floor) {
         ck_assert_int_eq(store_min(&s), 20);
         ck_assert_int_eq(store_update(&s, none, PMQOS_LATENCY_NONE), 0);
         ck_assert_int_eq(store_min(&s), 100);
-        ck_assert_int_eq(store_update(&s, a, PMQOS_LATENCY_MAX_US), 0);
-        ck_assert_int_eq(store_min(&s), PMQOS_LATENCY_MAX_US);
+        ck_assert_int_eq(store_update(&s, a, PMQOS_CONTRACT_LATENCY_MAX), 0);
+        ck_assert_int_eq(store_min(&s), PMQOS_CONTRACT_LATENCY_MAX);
 
         ck_assert_uint_eq(store_size(&s), 2);
         ck_assert_uint_eq(o.n_requests, 2);

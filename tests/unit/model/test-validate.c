@@ -36,8 +36,8 @@ START_TEST(test_validation) {
 
         ck_assert_int_eq(check_latency_value(-1, &e), 0);
         ck_assert_int_eq(check_latency_value(0, &e), 0);
-        ck_assert_int_eq(check_latency_value(PMQOS_LATENCY_MAX_US, &e), 0);
-        ck_assert_int_eq(check_latency_value(PMQOS_LATENCY_MAX_US + 1, &e), -EINVAL);
+        ck_assert_int_eq(check_latency_value(PMQOS_CONTRACT_LATENCY_MAX, &e), 0);
+        ck_assert_int_eq(check_latency_value(PMQOS_CONTRACT_LATENCY_MAX + 1, &e), -EINVAL);
         ck_assert_int_eq(check_latency_value(-2, &e), -EINVAL);
         ck_assert_int_eq(check_latency_value(INT32_MIN, &e), -EINVAL);
         ck_assert_ptr_nonnull(strstr(e.message, "-2147483648"));

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "sys/cpu-sink.h"
-#include "sys/cpuidle.h"
+#include "util/cpuidle.h"
 #include "sys/holders.h"
 #include "model/store.h"
 #include "unit.h"

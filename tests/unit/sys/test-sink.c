@@ -49,7 +49,7 @@ START_TEST(test_device_written_only_on_change) {
         /* A stand-in file starts unconstrained, as the device does. */
         ck_assert_int_eq(stat(path, &st), 0);
         ck_assert_int_eq(st.st_size, 4);
-        ck_assert_int_eq(unit_read_device(path), PMQOS_LATENCY_MAX_US);
+        ck_assert_int_eq(unit_read_device(path), PMQOS_CONTRACT_LATENCY_MAX);
 
         ck_assert(!s.honours_writes);
         ck_assert_int_eq(sink_apply(&s, 100), 0);
@@ -66,13 +66,13 @@ START_TEST(test_device_written_only_on_change) {
 
         /* No requirement lifts our request to the kernel's default. */
         ck_assert_int_eq(sink_apply(&s, PMQOS_LATENCY_NONE), 0);
-        ck_assert_int_eq(unit_read_device(path), PMQOS_LATENCY_MAX_US);
-        ck_assert_int_eq(sink_apply(&s, PMQOS_LATENCY_MAX_US), 0);
+        ck_assert_int_eq(unit_read_device(path), PMQOS_CONTRACT_LATENCY_MAX);
+        ck_assert_int_eq(sink_apply(&s, PMQOS_CONTRACT_LATENCY_MAX), 0);
         ck_assert_uint_eq(s.n_writes, 3);
         /* Closing drops our request, as the kernel does with a descriptor. */
         ck_assert_int_eq(sink_apply(&s, 77), 0);
         sink_close(&s);
-        ck_assert_int_eq(unit_read_device(path), PMQOS_LATENCY_MAX_US);
+        ck_assert_int_eq(unit_read_device(path), PMQOS_CONTRACT_LATENCY_MAX);
         ck_assert_int_eq(s.fd, -1);
         sink_close(&s); /* twice is harmless */
         remove_dir();
@@ -89,7 +89,7 @@ START_TEST(test_device_failures) {
         /* A failed write leaves "written" alone, so the next apply tries again. */
         ck_assert_int_eq(sink_open(&s, "/dev/full"), 0);
         ck_assert_int_eq(sink_apply(&s, 50), -ENOSPC);
-        ck_assert_int_eq(s.written, PMQOS_LATENCY_MAX_US);
+        ck_assert_int_eq(s.written, PMQOS_CONTRACT_LATENCY_MAX);
         ck_assert_int_eq(sink_apply(&s, 50), -ENOSPC);
         ck_assert_uint_eq(s.n_writes, 0);
         sink_close(&s);

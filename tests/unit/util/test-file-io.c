@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Unit test of the whole-file reads and complete writes: a file read back
  * with room for one byte more, refused when too large, when it is a FIFO
- * (without hanging) or a symlink, and pwrite_all() at an offset. */
+ * (without hanging) or a symlink; a small /proc-like file in one read, cut
+ * to the buffer; and pwrite_all() at an offset. */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +42,24 @@ START_TEST(test_read_file_bounded) {
 }
 END_TEST
 
+START_TEST(test_read_small_at) {
+        const char *dir = unit_make_dir("file-io");
+        char buf[8];
+        unit_write_file(dir, "status", "Tgid:\t42\n");
+        int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(d, 0);
+        ck_assert_int_eq(read_small_at(d, "status", buf, sizeof(buf)), 7); /* size - 1 at most */
+        ck_assert_str_eq(buf, "Tgid:\t4");
+        char whole[64];
+        ck_assert_int_eq(read_small_at(d, "status", whole, sizeof(whole)), 9);
+        ck_assert_str_eq(whole, "Tgid:\t42\n"); /* as read: the caller trims */
+        ck_assert_int_eq(read_small_at(d, "absent", buf, sizeof(buf)), -ENOENT);
+        ck_assert_int_eq(read_small_at(d, ".", buf, sizeof(buf)), -EISDIR);
+        close(d);
+        unit_remove_dir(dir);
+}
+END_TEST
+
 START_TEST(test_pwrite_all) {
         const char *dir = unit_make_dir("file-io");
         char path[512];
@@ -60,6 +79,7 @@ int main(void) {
         Suite *s = suite_create("file-io");
         TCase *tc = tcase_create("file-io");
         tcase_add_test(tc, test_read_file_bounded);
+        tcase_add_test(tc, test_read_small_at);
         tcase_add_test(tc, test_pwrite_all);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_FORK_GETENV);

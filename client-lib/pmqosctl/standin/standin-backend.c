@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* The stand-in's requests, through libpmqos on the server's one client:
+ * RequestFor(pidfd of the opener) of the device's type, Update, Cancel. The
+ * connection has the invoking user's credentials: pmqosd authorizes, limits
+ * and audits that user; a target of another user would need
+ * request-latency-for-others (and the server serves that user's opens
+ * only, so it never asks).
+ *
+ * The machine's cpu_wakeup value: pmqosd has no KernelLatency for it; the
+ * wakeup device's own read-back is only in Explain()'s wakeup_kernel, which
+ * costs a scan of every process's descriptors and is refused beyond a few
+ * waiting calls per user: no price for a read(). So a read of the wakeup
+ * stand-in gives GetLatency("cpu_wakeup"), the value pmqosd writes to that
+ * device (floor included; -1, nothing asked, is the kernel's 2000000000).
+ * It differs from the kernel's own read only while a program outside
+ * pmqosd holds the real device with a stricter value. */
+
+#include "standin-backend.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static const pmqos_type types[] = {
+        [STANDIN_CPU_DMA] = PMQOS_TYPE_CPU_DMA, [STANDIN_CPU_WAKEUP] = PMQOS_TYPE_CPU_WAKEUP
+};
+static const char *const device_paths[] = {
+        [STANDIN_CPU_DMA] = "/dev/cpu_dma_latency", [STANDIN_CPU_WAKEUP] = "/dev/cpu_wakeup_latency"
+};
+
+/* Keeps the broker's sentence for the failure r. */
+static int failed(standin_backend *b, int r) {
+        const char *why = b->client ? pmqos_client_last_error(b->client) : NULL;
+        snprintf(b->error, sizeof(b->error), "%s", why ? why : pmqos_strerror(r));
+        return r;
+}
+
+int standin_backend_open(standin_backend *b, standin_device device, int pidfd, pid_t pid, uint32_t *ret_cookie) {
+        char reason[256];
+        if (b->reason)
+                snprintf(reason, sizeof(reason), "%.200s (pid %d)", b->reason, (int) pid);
+        else
+                snprintf(reason, sizeof(reason), "stand-in %s of pid %d", device_paths[device], (int) pid);
+        int r = pmqos_request_for_fd_type(b->client, types[device], PMQOS_LATENCY_NONE, pidfd, reason, 0, NULL, 0,
+                                          ret_cookie);
+        if (r == -EOPNOTSUPP)
+                return -ENODEV; /* no device of that type in the broker */
+        return r < 0 ? failed(b, r) : 0;
+}
+
+int standin_backend_set(standin_backend *b, uint32_t cookie, int32_t value) {
+        int r = pmqos_update(b->client, cookie, value);
+        return r < 0 ? failed(b, r) : 0;
+}
+
+int standin_backend_close(standin_backend *b, uint32_t cookie) {
+        int r = pmqos_cancel(b->client, cookie);
+        return r < 0 ? failed(b, r) : 0;
+}
+
+int standin_backend_machine_value(standin_backend *b, standin_device device, int32_t *ret) {
+        int r = device == STANDIN_CPU_DMA ? pmqos_get_kernel_latency(b->client, ret)
+                                          : pmqos_get_latency_type(b->client, types[device], ret);
+        if (r < 0)
+                return failed(b, r);
+        if (*ret < 0)
+                *ret = PMQOS_LATENCY_MAX; /* nothing constrains: the kernel's default */
+        return 0;
+}
+
+void standin_backend_done(standin_backend *b) {
+        b->client = pmqos_client_free(b->client);
+}
