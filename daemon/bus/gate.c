@@ -9,6 +9,7 @@
  * kernel's reference, never the last one. A message goes to sd-bus whole,
  * with as many descriptors as its UNIX_FDS field says. */
 #include "bus/gate.h"
+#include "bus/gate-uids.h"
 #include "sys/fd-sorter.h"
 #include "util/dbus-wire.h"
 #include "util/log.h"
@@ -40,6 +41,7 @@ struct BusGate {
         ino_t refused_ino;
         FdSorter sorter;
         pid_t retired[GATE_MAX_RETIRED];
+        GateUids uids;
         pthread_t thread;
         bool running, authenticated, dropped;
         bool drained; /* the last read took less than asked: wait before peeking again */
@@ -160,6 +162,7 @@ static int take_plain(BusGate *g, size_t n) {
 static bool retired_slot(BusGate *g, size_t *ret) {
         for (size_t i = 0; i < GATE_MAX_RETIRED; i++)
                 if (g->retired[i] == 0 || fd_sorter_reaped(g->retired[i])) {
+                        gate_uid_release(&g->uids, g->retired[i]);
                         g->retired[i] = 0;
                         *ret = i;
                         return true;
@@ -193,8 +196,11 @@ static bool sorter_ready(BusGate *g) {
 static int take_with_fds(BusGate *g, size_t want) {
         int fds[FD_SORTER_BATCH];
         char kinds[FD_SORTER_BATCH];
-        size_t peeked = 0, count = 0;
+        size_t peeked = 0, count = 0, kept = 0;
+        uid_t uid = 0;
 
+        if (!gate_uid_has_room(&g->uids, g->buf, g->len, g->peek, want, &uid))
+                return take_plain(g, want); /* its uid keeps all it may, or the sender is unknown */
         bool ready = sorter_ready(g);
         if (ready != g->sorter_was_ready) /* said once each way: an attacker's flood is no flood of lines */
                 log_warning(ready ? "A descriptor sorter has room again."
@@ -212,12 +218,14 @@ static int take_with_fds(BusGate *g, size_t want) {
                 return take_plain(g, want);
         }
         for (size_t i = 0; i < count; i++) {
+                kept += fds[i] < 0;
                 if (g->n_fds < GATE_MAX_FDS) {
                         g->kinds[g->n_fds] = kinds[i];
                         g->fds[g->n_fds++] = fds[i];
                 } else if (fds[i] >= 0)
                         close(fds[i]);
         }
+        (void) gate_uid_charge(&g->uids, g->sorter.pid, uid, (unsigned) kept);
         return take_plain(g, peeked);
 }
 
@@ -455,6 +463,7 @@ BusGate *bus_gate_free(BusGate *g) {
                 if (g->fds[i] >= 0)
                         close(g->fds[i]);
         (void) fd_sorter_retire(&g->sorter);
+        gate_uids_done(&g->uids);
         int fds[] = { g->bus_fd,     g->forward,    g->stop[0],    g->stop[1],   g->kept_fd[0],
                       g->kept_fd[1], g->kept_fd[2], g->kept_fd[3], g->refused_fd };
         for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)

@@ -217,28 +217,59 @@ static bool value_skip(Reader *r, const char **sig, int depth) {
         }
 }
 
-int dbus_message_unix_fds(const uint8_t *p, size_t n, uint32_t *ret) {
+/* The header field code of type sig: 1 with *r at its value, 0 while the
+ * header is not all there or when there is none (*ret_found false), or
+ * -EBADMSG. */
+static int find_field(const uint8_t *p, size_t n, uint8_t code, const char *sig, Reader *r, bool *ret_found) {
         int64_t size = dbus_message_size(p, n);
+        *ret_found = false;
         if (size <= 0)
                 return (int) size;
-        Reader r = { .p = p, .pos = 16, .big = p[0] == 'B' };
-        uint64_t end = 16 + (uint64_t) read_u32(p + 12, r.big);
+        *r = (Reader){ .p = p, .pos = 16, .big = p[0] == 'B' };
+        uint64_t end = 16 + (uint64_t) read_u32(p + 12, r->big);
         if (end > n)
                 return 0;
-        r.end = (size_t) end;
-        *ret = 0;
-        while (r.pos < r.end) {
-                char sig[256];
-                const char *s = sig;
-                if (!reader_align(&r, 8) || r.pos >= r.end)
+        r->end = (size_t) end;
+        while (r->pos < r->end) {
+                char field_sig[256];
+                const char *s = field_sig;
+                if (!reader_align(r, 8) || r->pos >= r->end)
                         break;
-                uint8_t code = p[r.pos++];
-                if (!reader_signature(&r, sig))
+                uint8_t c = p[r->pos++];
+                if (!reader_signature(r, field_sig))
                         return -EBADMSG;
-                if (code == 9 && strcmp(sig, "u") == 0)
-                        return reader_u32(&r, ret) ? 1 : -EBADMSG;
-                if (!value_skip(&r, &s, 0) || *s != '\0')
+                if (c == code && strcmp(field_sig, sig) == 0) {
+                        *ret_found = true;
+                        return 1;
+                }
+                if (!value_skip(r, &s, 0) || *s != '\0')
                         return -EBADMSG;
         }
+        return 1;
+}
+
+int dbus_message_unix_fds(const uint8_t *p, size_t n, uint32_t *ret) {
+        Reader r;
+        bool found;
+        int k = find_field(p, n, 9, "u", &r, &found);
+        *ret = 0;
+        if (k <= 0 || !found)
+                return k;
+        return reader_u32(&r, ret) ? 1 : -EBADMSG;
+}
+
+int dbus_message_sender(const uint8_t *p, size_t n, char *ret, size_t size) {
+        Reader r;
+        bool found;
+        uint32_t len;
+        int k = find_field(p, n, 7, "s", &r, &found);
+        if (k <= 0)
+                return k;
+        if (!found)
+                return -ENOENT;
+        if (!reader_u32(&r, &len) || len + 1 > r.end - r.pos || p[r.pos + len] != '\0' || len + 1 > size ||
+            memchr(p + r.pos, '\0', len))
+                return -EBADMSG;
+        memcpy(ret, p + r.pos, len + 1);
         return 1;
 }

@@ -28,3 +28,7 @@ int dbus_address_unix_path(const char *address, char *ret, size_t size, bool *re
 /* The UNIX_FDS header field of the message at p[0..n) (0 when it has none):
  * 1, or 0 while its header is not all there, or -EBADMSG. */
 int dbus_message_unix_fds(const uint8_t *p, size_t n, uint32_t *ret);
+
+/* Its SENDER field (the bus sets it) into ret (size bytes): 1, 0 while the
+ * header is not all there, -ENOENT without one, -EBADMSG. */
+int dbus_message_sender(const uint8_t *p, size_t n, char *ret, size_t size);

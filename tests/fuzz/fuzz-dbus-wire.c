@@ -21,6 +21,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int r = dbus_message_unix_fds(data, size, &fds);
         if (r > 0 && n <= 0)
                 abort();
+        char sender[64];
+        if (dbus_message_sender(data, size, sender, sizeof(sender)) > 0 && (n <= 0 || strlen(sender) >= sizeof(sender)))
+                abort();
 
         char *text = malloc(size + 1), path[108];
         bool abstract;

@@ -38,7 +38,7 @@ from gi.repository import Gio, GLib
 address, path, method, n_calls, n_fds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
 conn = Gio.DBusConnection.new_for_address_sync(address, flags, None, None)
-fd = os.open(path, os.O_RDONLY)
+fd = os.pidfd_open(os.getpid()) if path == "pidfd" else os.open(path, os.O_RDONLY)
 if method == "GetLatency":  # descriptors the body never references
     iface, body = "org.freedesktop.UPower.QoS", GLib.Variant("(s)", ("cpu_dma",))
 else:
@@ -123,9 +123,9 @@ class TestWithholdingFuse(AdversaryTestCase):
         each would be a close of the attacker's descriptor in pmqosd."""
         return [line for line in self.server_lines() if line.split()[2:] == [str(self.daemon.proc.pid)]]
 
-    def attack(self, method, n_calls, n_fds=1):
-        cmd = [*setpriv(NOBODY), "/usr/bin/python3", "-c", ATTACK, self.bus.address, self.file, method, str(n_calls),
-               str(n_fds)]
+    def attack(self, method, n_calls, n_fds=1, uid=NOBODY, target=None):
+        cmd = [*setpriv(uid), "/usr/bin/python3", "-c", ATTACK, self.bus.address, target or self.file, method,
+               str(n_calls), str(n_fds)]
         r = subprocess.run(cmd, env=self.bus.env, capture_output=True, text=True, timeout=300)
         self.assertEqual(r.returncode, 0, r.stderr)
         return json.loads(r.stdout)
@@ -182,28 +182,35 @@ class TestWithholdingFuse(AdversaryTestCase):
             wait_for(lambda: state(p) in (None, "Z"), timeout=10, what="the sorter to end with the server")
 
     def test_what_the_attacker_pins_is_bounded(self):
-        # 16 descriptors a call: a sorter keeps up to 512, is retired, two
-        # retired ones may wait at once; then the call is refused.
-        results = self.attack("RequestFor", 60, 16)
-        names = [r[0] for r in results]
-        first_refused = names.index("org.freedesktop.DBus.Error.LimitsExceeded")
-        self.assertEqual(names[:first_refused], ["org.freedesktop.DBus.Error.InvalidArgs"] * first_refused)
-        self.assertEqual(set(names[first_refused:]), {"org.freedesktop.DBus.Error.LimitsExceeded"})
-        self.assertIn("Try again later", results[first_refused][1])
+        limited = ["org.freedesktop.DBus.Error.InvalidArgs", "org.freedesktop.DBus.Error.LimitsExceeded"]
+        # One uid: 256 kept descriptors (16 calls of 16), then refused...
+        names = [r[0] for r in self.attack("RequestFor", 20, 16)]
+        self.assertEqual(names, [limited[0]] * 16 + [limited[1]] * 4)
+        # ...and root's RequestFor with a pidfd still granted: one uid never fills a sorter.
+        self.assertEqual(self.attack("RequestFor", 1, 1, uid=0, target="pidfd"), [["ok", ""]])
+        # Six more uids: a sorter keeps up to 512 and is retired, two retired
+        # ones may wait at once; then everyone's descriptors are refused.
+        accepted = 16
+        for uid in range(1, 7):
+            results = self.attack("RequestFor", 17, 16, uid=uid)
+            self.assertLessEqual({r[0] for r in results}, set(limited))
+            accepted += sum(r[0] == limited[0] for r in results)
+        results = self.attack("RequestFor", 1, 1, uid=0, target="pidfd")
+        self.assertEqual(results[0][0], limited[1])
+        self.assertIn("Try again later", results[0][1])
         pid = self.daemon.proc.pid
         alive = sorters(pid)
         # A retired sorter waiting in its exit shows no descriptors (its table is
         # detached first): it keeps at most 512 by construction.
         kept = sum(pinned(p)[1] for p in alive if state(p) not in (None, "Z"))
-        print("# %d calls accepted before the bound; %d sorters (states %s), %d descriptors in the live one; "
-              "pmqosd's threads and descriptors %r" % (first_refused, len(alive), [state(p) for p in alive], kept,
+        print("# %d calls of 16 kept before the bound; %d sorters (states %s), %d descriptors in the live one; "
+              "pmqosd's threads and descriptors %r" % (accepted, len(alive), [state(p) for p in alive], kept,
                                                         pinned(pid)))
         self.assertLessEqual(len(alive), 3)
-        self.assertLessEqual(kept, 3 * 512 + 3 * 8)
+        self.assertLessEqual(accepted * 16, 3 * 512)
         self.assertAnswered()
-        self.assertEqual(self.withheld_from_pmqosd(), [])
         self.assertLeaverLifted()
-
+        self.assertEqual(self.withheld_from_pmqosd(), [])
 
 if __name__ == "__main__":
     main()

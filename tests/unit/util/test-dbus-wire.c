@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Unit tests of the D-Bus wire the gate reads: a message's size from its
- * fixed header, its UNIX_FDS field past fields of any type, in both byte
- * orders, the broker's last SASL line, and a bus address's socket. */
+ * fixed header, its UNIX_FDS and SENDER fields past fields of any type,
+ * in both byte orders, the broker's last SASL line, and a bus address's socket. */
 
 #include <errno.h>
 #include <string.h>
@@ -60,6 +60,7 @@ static size_t build(Writer *w, bool big, uint32_t n_fds, uint32_t body_len) {
         put_u32(&tmp, array_len);
         memcpy(w->p + array - 4, tmp.p, 4);
         put_align(w, 8), w->p[w->n++] = 3, put_sig(w, "s"), put_string(w, "M");
+        put_align(w, 8), w->p[w->n++] = 7, put_sig(w, "s"), put_string(w, ":1.42");
         if (n_fds)
                 put_align(w, 8), w->p[w->n++] = 9, put_sig(w, "u"), put_u32(w, n_fds);
         tmp.n = 0;
@@ -82,6 +83,11 @@ START_TEST(test_size_and_fds) {
                 ck_assert_int_eq(dbus_message_unix_fds(w.p, w.n, &fds), 1);
                 ck_assert_uint_eq(fds, 3);
                 ck_assert_int_eq(dbus_message_unix_fds(w.p, 20, &fds), 0); /* header not all there */
+                char sender[16];
+                ck_assert_int_eq(dbus_message_sender(w.p, w.n, sender, sizeof(sender)), 1);
+                ck_assert_str_eq(sender, ":1.42");
+                ck_assert_int_eq(dbus_message_sender(w.p, w.n, sender, 5), -EBADMSG); /* does not fit */
+                ck_assert_int_eq(dbus_message_sender(w.p, 20, sender, sizeof(sender)), 0);
                 build(&w, big, 0, 0);
                 ck_assert_int_eq(dbus_message_unix_fds(w.p, w.n, &fds), 1);
                 ck_assert_uint_eq(fds, 0);
