@@ -267,8 +267,9 @@ int dbus_message_sender(const uint8_t *p, size_t n, char *ret, size_t size) {
                 return k;
         if (!found)
                 return -ENOENT;
-        if (!reader_u32(&r, &len) || len + 1 > r.end - r.pos || p[r.pos + len] != '\0' || len + 1 > size ||
-            memchr(p + r.pos, '\0', len))
+        /* In 64 bits: a length of 2^32 - 1 plus its NUL must not wrap to 0. */
+        if (!reader_u32(&r, &len) || (uint64_t) len + 1 > r.end - r.pos || (uint64_t) len + 1 > size ||
+            p[r.pos + len] != '\0' || memchr(p + r.pos, '\0', len))
                 return -EBADMSG;
         memcpy(ret, p + r.pos, len + 1);
         return 1;
