@@ -13,6 +13,7 @@
 
 #include "bus/bus.h"
 #include "bus/custody.h"
+#include "bus/gate.h"
 #include "bus/manager.h"
 #include "options.h"
 #include "service.h"
@@ -77,16 +78,19 @@ static int on_bus_disconnected(sd_bus_message *message, void *userdata, sd_bus_e
 
 /* The bus, wired in one place: departures watched first (so that no
  * client's departure can be missed), then the objects, then the names. */
-static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **ret, ChangeSet *ret_changes) {
+static int connect_bus(Manager *m, sd_event *event, bool upower_name, BusGate **ret_gate, sd_bus **ret,
+                       ChangeSet *ret_changes) {
+        _cleanup_(bus_gate_freep) BusGate *gate = NULL;
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         static const char *const qos_paths[] = { PMQOS_OBJECT_PATH, PMQOS_UPOWER_POLICY_PATH };
         int r;
 
-        r = sd_bus_open_system(&bus);
-        if (r < 0) {
-                log_error_errno(r, "Cannot connect to the system bus: %m");
-                return r;
-        }
+        /* Behind the gate: no descriptor a caller sends is ever pmqosd's to close. */
+        r = bus_gate_open(&gate, &bus);
+        if (r < 0)
+                return r; /* said why */
+        m->gate = gate;
+        m->pub.gate = gate;
         r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
         /* Still open after the loop ends: service_restart_pending() asks over it. */
         if (r >= 0)
@@ -140,6 +144,7 @@ static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **r
         (void) battery_watch(&m->battery, bus); /* logs; without it the battery floor just never applies */
         (void) unit_rules_watch(&m->rules);     /* logs; without systemd the unit rules are inactive */
         *ret = TAKE_PTR(bus);
+        *ret_gate = TAKE_PTR(gate);
         return 0;
 }
 
@@ -166,6 +171,7 @@ static int new_event_loop(sd_event **ret) {
 
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
+        _cleanup_(bus_gate_freep) BusGate *gate = NULL; /* after the bus, which reads through it */
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_(manager_freep) Manager *m = NULL;
         Options o;
@@ -216,7 +222,7 @@ static int run(int argc, char *argv[]) {
                 return 1;
 
         ChangeSet startup;
-        r = connect_bus(m, event, o.upower_name, &bus, &startup);
+        r = connect_bus(m, event, o.upower_name, &gate, &bus, &startup);
         if (r < 0)
                 return 1; /* connect_bus said why */
         /* What differs from the previous run, now that subscribers can hear it. */

@@ -149,6 +149,11 @@ int action_request_for(Manager *m, sd_bus_message *message, const NewRequest *nr
 
         /* What the target is, and whose, is read anew at each run: a pending
          * polkit check must not decide for a target that changed owner. */
+        if (bus_gate_is_refused(m->gate, target))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                         "pmqosd keeps as many descriptors it could not close safely as it may, for "
+                                         "your user or in all (sent on file systems that may never answer); the "
+                                         "target was dropped unseen. Try again later.");
         int r = target_identify(target, &t, why, sizeof(why));
         if (r < 0)
                 return refuse_target(r, why, error);

@@ -199,6 +199,23 @@ int target_identify(int fd, Target *ret, char *err, size_t err_size) {
         return -EINVAL;
 }
 
+/* The same two looks as target_identify(): the fdinfo, then the device
+ * of the inode as cached. */
+char target_close_kind(int fd) {
+        char path[64], buf[1024] = "";
+        int64_t pid = 0;
+        struct statx st;
+
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+        if (read_small_at(AT_FDCWD, path, buf, sizeof(buf)) >= 0 && field_i64(buf, "Pid", &pid) >= 0)
+                return 0;
+        if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &st) < 0)
+                return 'o';
+        if (device_is_cgroup2(st.stx_dev_major, st.stx_dev_minor))
+                return 0;
+        return S_ISREG(st.stx_mode) ? 'f' : S_ISSOCK(st.stx_mode) ? 's' : S_ISDIR(st.stx_mode) ? 'd' : 'o';
+}
+
 int target_reopen_process(pid_t pid, uint64_t start_time) {
         uid_t uid = 0;
         uint64_t start = 0;

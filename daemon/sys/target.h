@@ -40,6 +40,12 @@ void target_done(Target *t);
  * Target.path), never through the caller's descriptor's mount. */
 int target_identify(int fd, Target *ret, char *err, size_t err_size);
 
+/* 0 when closing fd, the last copy of its file included, can never wait on
+ * anyone: a pidfd, or a file of cgroup2 (kernfs). Else what it is, for the
+ * refusal: 'f' a regular file, 's' a socket, 'd' a directory, 'o' other.
+ * Asks nothing of the descriptor's own file system. */
+char target_close_kind(int fd);
+
 /* Whether the process of pidfd has not exited: checked after reading
  * anything by its pid, so that what was read was that process's. */
 bool target_alive(int pidfd);
