@@ -169,6 +169,25 @@ static int new_event_loop(sd_event **ret) {
         return 0;
 }
 
+/* After the event loop (r its result): per-CPU bounds kept for a restart,
+ * everything else let go before the bus goes. */
+static int run_finish(Manager **mp, Custody *custody, sd_bus *bus, int r) {
+        Manager *m = *mp;
+        (void) sd_notify(false, "STOPPING=1");
+        /* Per-CPU values persist in sysfs: across a restart they stay, like the device's bound in the store. */
+        if (r == 0 && m->core.cpus.n_originals > 0 && service_restart_pending(bus)) {
+                m->core.keep_cpus = true;
+                log_info("Restarting: per-CPU bounds stay in place for the next run.");
+        }
+        custody_stop(custody);
+        *mp = manager_free(m); /* per-CPU values restored before the bus goes */
+        if (r < 0) {
+                log_error_errno(r, "Event loop failed: %m");
+                return 1;
+        }
+        return r; /* the exit code given to sd_event_exit(): 0 on SIGTERM/SIGINT */
+}
+
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         _cleanup_(bus_gate_freep) BusGate *gate = NULL; /* after the bus, which reads through it */
@@ -235,20 +254,7 @@ static int run(int argc, char *argv[]) {
         /* State is loaded and the name is ours: clients can be served. */
         publish_status(&m->pub);
         (void) sd_notify(false, "READY=1");
-        r = sd_event_loop(event);
-        (void) sd_notify(false, "STOPPING=1");
-        /* Per-CPU values persist in sysfs: across a restart they stay, like the device's bound in the store. */
-        if (r == 0 && m->core.cpus.n_originals > 0 && service_restart_pending(bus)) {
-                m->core.keep_cpus = true;
-                log_info("Restarting: per-CPU bounds stay in place for the next run.");
-        }
-        custody_stop(&custody);
-        m = manager_free(m); /* per-CPU values restored before the bus goes */
-        if (r < 0) {
-                log_error_errno(r, "Event loop failed: %m");
-                return 1;
-        }
-        return r; /* the exit code given to sd_event_exit(): 0 on SIGTERM/SIGINT */
+        return run_finish(&m, &custody, bus, sd_event_loop(event));
 }
 
 int main(int argc, char *argv[]) {
