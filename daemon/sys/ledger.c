@@ -33,7 +33,7 @@ int ledger_init(Ledger *l, const char *sysfs_root, uint32_t n, int64_t (*clock)(
                 return -ENOMEM;
         }
         for (uint32_t cpu = 0; cpu < n; cpu++)
-                l->cpus[cpu] = (LedgerCpu){ .row = -1, .file_bound = -1 };
+                l->cpus[cpu] = (LedgerCpu){ .row = -1, .bound = -1, .file_bound = -1 };
         return 0;
 }
 
@@ -135,15 +135,17 @@ static void settle(Ledger *l, uint32_t cpu, int64_t now) {
         l->n_reads++;
         if (c.n == 0)
                 return;
+        /* States that appeared are blocked as their latency says, from the start. */
+        uint32_t appeared = e->known && c.n > e->last.n ? ledger_blocked(&c, e->bound) & ~((1u << e->last.n) - 1u) : 0;
         if (e->known && e->blocked) {
                 LedgerCost d = { .held = now > e->since ? (uint64_t) (now - e->since) : 0 };
-                ledger_account(&e->last, &c, e->blocked, e->grace, &d, &e->entries_since_bound);
+                ledger_account(&e->last, &c, e->blocked | appeared, e->grace, &d, &e->entries_since_bound);
                 charge(&e->cost, &d);
                 if (e->row >= 0)
                         charge(&l->rows[e->row].cost, &d);
         }
-        if (e->known && c.n != e->last.n)
-                e->blocked &= (c.n < 32 ? (1u << c.n) : 0u) - 1u; /* states gone are no longer blocked */
+        if (e->known && c.n != e->last.n && e->blocked)
+                e->blocked = ledger_blocked(&c, e->bound); /* the same bound over the states there are now */
         e->last = c;
         e->grace = 0;
         e->known = true;
@@ -233,6 +235,7 @@ void ledger_set(Ledger *l, uint32_t cpu, int32_t bound, const LedgerHolder *who,
                 e->entries_since_bound = 0;
         e->grace = blocked & ~e->blocked;
         e->blocked = blocked;
+        e->bound = bound;
         if (blocked != 0 && who && who->kind != LEDGER_NONE) {
                 LedgerHolder h = *who;
                 if (describe)

@@ -78,6 +78,7 @@ typedef struct LedgerCpu {
         LedgerCounters last;
         bool known;       /* last was read once: there is something to compare with */
         uint32_t blocked; /* bit k: state k blocked in this interval */
+        int32_t bound;    /* the bound that blocks them, negative: none */
         uint32_t grace;   /* states blocked anew when it began, until its first reading (ledger_account()) */
         int row;          /* the row charged in this interval, -1 none */
         uint32_t cookie;  /* the holder's, to tell two requests of one row apart */
