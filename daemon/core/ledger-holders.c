@@ -84,6 +84,13 @@ static void unit_of_cgroup(const char *path, char *unit, size_t size) {
                 snprintf(unit, size, "%.*s", (int) (best_len < size ? best_len : size - 1), best);
 }
 
+/* What reaches the bus and Prometheus labels: printable ASCII only. */
+static void printable(char *s) {
+        for (; *s; s++)
+                if ((unsigned char) *s < 0x20 || (unsigned char) *s >= 0x7f)
+                        *s = '?';
+}
+
 static void describe(LedgerHolder *who, void *userdata) {
         const Store *store = userdata;
         const Request *r =
@@ -116,10 +123,8 @@ static void describe(LedgerHolder *who, void *userdata) {
                         unit_of_cgroup(v2 + 3, who->unit, sizeof(who->unit));
                 }
         }
-        /* Both reach the bus: valid UTF-8 without control characters. */
-        for (char *p = who->comm; *p; p++)
-                if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
-                        *p = '?';
+        printable(who->comm);
+        printable(who->unit);
 }
 
 /* ---- settling ---- */
