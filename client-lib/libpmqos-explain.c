@@ -31,7 +31,7 @@ static int key_index(const char *key, const char *const *keys, unsigned n) {
         return -1;
 }
 
-static int read_string(sd_bus_message *m, char **ret) {
+int read_string(sd_bus_message *m, char **ret) {
         const char *s;
         int r = sd_bus_message_read(m, "v", "s", &s);
         if (r < 0)
@@ -40,7 +40,7 @@ static int read_string(sd_bus_message *m, char **ret) {
         return (*ret = strdup(s)) ? 0 : -ENOMEM;
 }
 
-static int read_bool(sd_bus_message *m, bool *ret) {
+int read_bool(sd_bus_message *m, bool *ret) {
         int b = 0, r = sd_bus_message_read(m, "v", "b", &b);
         *ret = b;
         return r;
@@ -48,8 +48,8 @@ static int read_bool(sd_bus_message *m, bool *ret) {
 
 /* Calls item(m, array + i * size) for each a{sv} of an aa{sv} variant, into a
  * new array of at most max entries. */
-static int read_array(sd_bus_message *m, size_t size, size_t max, int (*item)(sd_bus_message *m, void *entry),
-                      void (*done)(void *entry), void **ret, size_t *ret_n) {
+int read_array(sd_bus_message *m, size_t size, size_t max, int (*item)(sd_bus_message *m, void *entry),
+               void (*done)(void *entry), void **ret, size_t *ret_n) {
         char *items = NULL;
         size_t n = 0;
         int r = sd_bus_message_enter_container(m, 'v', "aa{sv}");
@@ -86,8 +86,8 @@ static int read_array(sd_bus_message *m, size_t size, size_t max, int (*item)(sd
 }
 
 /* Runs field(m, key index, userdata) for every entry of an a{sv}, skipping unknown keys. */
-static int read_dict(sd_bus_message *m, const char *const *keys, unsigned n_keys,
-                     int (*field)(sd_bus_message *m, unsigned key, void *userdata), void *userdata) {
+int read_dict(sd_bus_message *m, const char *const *keys, unsigned n_keys,
+              int (*field)(sd_bus_message *m, unsigned key, void *userdata), void *userdata) {
         unsigned seen = 0;
         int r = sd_bus_message_enter_container(m, 'a', "{sv}");
         while (r >= 0 && (r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
@@ -144,9 +144,7 @@ static int cstate_item(sd_bus_message *m, void *entry) {
 
 /* ---- CPUs ---- */
 
-static const char *const cpu_keys[] = { "cpu", "bound", "resume_latency", "foreign", "cstates" };
-
-static void cpu_done(void *entry) {
+void cpu_done(void *entry) {
         pmqos_cpu_info *cpu = entry;
         for (size_t k = 0; k < cpu->n_cstates; k++)
                 cstate_done(&cpu->cstates[k]);
@@ -154,7 +152,7 @@ static void cpu_done(void *entry) {
         free(cpu->resume_latency);
 }
 
-static int cpu_field(sd_bus_message *m, unsigned key, void *userdata) {
+int cpu_field(sd_bus_message *m, unsigned key, void *userdata) {
         pmqos_cpu_info *cpu = userdata;
         switch (key) {
         case 0:
@@ -169,15 +167,6 @@ static int cpu_field(sd_bus_message *m, unsigned key, void *userdata) {
                 return read_array(m, sizeof(pmqos_cstate_info), EXPLAIN_CSTATES_MAX, cstate_item, cstate_done,
                                   (void **) &cpu->cstates, &cpu->n_cstates);
         }
-}
-
-static int cpu_item(sd_bus_message *m, void *entry) {
-        pmqos_cpu_info *cpu = entry;
-        cpu->bound = -1;
-        int r = read_dict(m, cpu_keys, 5, cpu_field, cpu);
-        if (r >= 0 && !cpu->resume_latency && !(cpu->resume_latency = strdup("")))
-                r = -ENOMEM;
-        return r;
 }
 
 /* An "au" of CPU numbers, at most EXPLAIN_CPUS_MAX. */
@@ -368,8 +357,7 @@ static int explanation_field(sd_bus_message *m, unsigned key, void *userdata) {
                 return read_array(m, sizeof(pmqos_holder_info), EXPLAIN_HOLDERS_MAX, holder_item, holder_done,
                                   (void **) &e->holders, &e->n_holders);
         case 6:
-                return read_array(m, sizeof(pmqos_cpu_info), EXPLAIN_CPUS_MAX, cpu_item, cpu_done, (void **) &e->cpus,
-                                  &e->n_cpus);
+                return explain_read_cpus(m, e); /* libpmqos-ledger.c: with what the bounds cost */
         case 7:
                 return read_bool(m, &e->kernel_ignores_writes);
         case 8:
@@ -406,6 +394,7 @@ _public_ pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e) {
         for (size_t i = 0; i < e->n_cpus; i++)
                 cpu_done(&e->cpus[i]);
         free(e->cpus);
+        free(e->cpu_costs);
         for (size_t i = 0; i < e->n_rules; i++)
                 rule_done(&e->rules[i]);
         free(e->rules);

@@ -75,6 +75,7 @@ void json_string(const char *s);
 void json_request(const pmqos_request_info *q);
 
 int verb_status(int argc, char *argv[]);
+int verb_metrics(int argc, char *argv[]);
 int verb_list(int argc, char *argv[]);
 int verb_hold(int argc, char *argv[]);
 int verb_request(int argc, char *argv[]);
