@@ -97,6 +97,12 @@ void log_text(int level, const char *text) {
         write_line(level, text, strlen(text));
 }
 
+/* n bytes of s (no terminator: the batch is bytes, not a string); the caller made room. */
+static void batch_append(const char *s, size_t n) {
+        memcpy(batch + batch_len, s, n);
+        batch_len += n;
+}
+
 void log_text_batched(int level, const char *text) {
         if (level >= 7 && !verbose)
                 return;
@@ -116,10 +122,9 @@ void log_text_batched(int level, const char *text) {
                 batch_thread = pthread_self();
                 batch_notify(batch_userdata);
         }
-        memcpy(batch + batch_len, prefix, plen);
-        memcpy(batch + batch_len + plen, text, len);
-        batch[batch_len + plen + len] = '\n';
-        batch_len += plen + len + 1;
+        batch_append(prefix, plen);
+        batch_append(text, len);
+        batch_append("\n", 1);
 }
 
 #define LOG_FN(name, level, cond)         \
