@@ -393,7 +393,8 @@ class Client:
         if r < 0:
             _raise(r, c, "cannot read the explanation")
         try:
-            return _explanation_dict(e.contents, folded)
+            # cpu_costs exist in the structure from LIBPMQOS_1.4 on (pmqos_ledger() with them).
+            return _explanation_dict(e.contents, folded, hasattr(_library(), "pmqos_ledger"))
         finally:
             _library().pmqos_explanation_free(e)
 
