@@ -173,6 +173,8 @@ static int new_event_loop(sd_event **ret) {
  * everything else let go before the bus goes. */
 static int run_finish(Manager **mp, Custody *custody, sd_bus *bus, int r) {
         Manager *m = *mp;
+        log_flush(); /* what the last turn logged; from now on each line at once */
+        log_set_batch_notify(NULL, NULL);
         (void) sd_notify(false, "STOPPING=1");
         /* Per-CPU values persist in sysfs: across a restart they stay, like the device's bound in the store. */
         if (r == 0 && m->core.cpus.n_originals > 0 && service_restart_pending(bus)) {
@@ -186,6 +188,36 @@ static int run_finish(Manager **mp, Custody *custody, sd_bus *bus, int r) {
                 return 1;
         }
         return r; /* the exit code given to sd_event_exit(): 0 on SIGTERM/SIGINT */
+}
+
+/* Audit lines are batched (util/log.h): written in one write once the loop
+ * has nothing more pending, never later than its next turn with nothing to
+ * do. A crash loses the lines of that busy stretch not yet written: at most
+ * LOG_BATCH_MAX bytes (some 20 entries). No timer: an idle loop has none. */
+static int on_loop_idle(sd_event_source *s, void *userdata) {
+        (void) s;
+        (void) userdata;
+        log_flush();
+        return 0;
+}
+
+static void log_batch_begun(void *userdata) {
+        (void) sd_event_source_set_enabled(userdata, SD_EVENT_ONESHOT);
+}
+
+static void batch_log_lines(sd_event *event, sd_event_source **ret) {
+        if (sd_event_add_defer(event, ret, on_loop_idle, NULL) < 0)
+                return; /* unbatched: each line its own write */
+        if (sd_event_source_set_priority(*ret, SD_EVENT_PRIORITY_IDLE) >= 0 &&
+            sd_event_source_set_enabled(*ret, SD_EVENT_OFF) >= 0)
+                log_set_batch_notify(log_batch_begun, *ret);
+}
+
+/* Whatever way run() ends, what is batched is written. */
+static void log_batch_done(sd_event_source **s) {
+        log_flush();
+        log_set_batch_notify(NULL, NULL);
+        sd_event_source_unref(*s);
 }
 
 static int run(int argc, char *argv[]) {
@@ -219,6 +251,8 @@ static int run(int argc, char *argv[]) {
 
         if (new_event_loop(&event) < 0)
                 return 1;
+        _cleanup_(log_batch_done) sd_event_source *log_batch = NULL;
+        batch_log_lines(event, &log_batch);
 
         /* Everything that needs root first: the device, the per-CPU files, the
          * state, whose bounds the kernel gets before any client can ask. */

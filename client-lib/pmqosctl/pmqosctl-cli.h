@@ -71,7 +71,13 @@ void json_string(const char *s);
 /* One request as a JSON object, with the keys of ListRequests. */
 void json_request(const pmqos_request_info *q);
 
+/* pmqosctl-cost.c: the cost of the bounds in force ("Cost:" lines of
+ * status, from Ledger()), and cpus[i]'s figures of it as JSON keys. */
+void print_cost(pmqos_client *c, const pmqos_explanation *e);
+void json_cpu_cost(const pmqos_explanation *e, size_t i);
+
 int verb_status(int argc, char *argv[]);
+int verb_metrics(int argc, char *argv[]);
 int verb_list(int argc, char *argv[]);
 int verb_hold(int argc, char *argv[]);
 int verb_request(int argc, char *argv[]);

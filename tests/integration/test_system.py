@@ -28,7 +28,7 @@ from contract import (
     UPOWER_BUS_NAME,
     UPOWER_PATH,
 )
-from fixtures import BrokerTestCase, PMQOSD, SOURCE_ROOT, main, skip_notice, wait_for
+from fixtures import PMQOSCTL, BrokerTestCase, PMQOSD, SOURCE_ROOT, main, skip_notice, wait_for
 
 BUILD_ROOT = os.environ.get("PMQOS_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
 
@@ -63,6 +63,7 @@ class TestInstall(BrokerTestCase):
             r"share/man/man5/pmqosd\.conf\.5$", r"bash-completion/completions/pmqosctl$",
             r"libexec/pmqos-oci-hook$", r"share/containers/oci/hooks\.d/pmqos-oci-hook\.json$",
             r"share/man/man8/pmqos-oci-hook\.8$",
+            r"lib/systemd/system/pmqos-metrics\.service$", r"lib/systemd/system/pmqos-metrics\.timer$",
         ]
         for pattern in want:
             self.assertTrue(any(re.search(pattern, f) for f in files), "%s missing from %s" % (pattern, sorted(files)))
@@ -103,6 +104,26 @@ class TestInstall(BrokerTestCase):
         # holder scan helper alone; ptrace() itself is outside the system call filter) add 0.4;
         # CAP_SYS_ADMIN (fanotify_init() at start, for the watch of the per-CPU idle knobs) 0.3.
         self.assertLessEqual(float(m.group(1)), 2.2, m.group(0))
+
+    def test_metrics_units_verify(self):
+        """pmqos-metrics.service and .timer: valid, the service hardened, the
+        timer not enabled by anything installed (no .wants link)."""
+        dest = tempfile.mkdtemp(prefix="pmqos-units-")
+        self.addCleanup(shutil.rmtree, dest, True)
+        with open(os.path.join(BUILD_ROOT, "dbus", "pmqos-metrics.service")) as f:
+            text = re.sub(r"(ExecStart=)\S*/pmqosctl\b", lambda m: m.group(1) + PMQOSCTL, f.read())
+        with open(os.path.join(dest, "pmqos-metrics.service"), "w") as f:
+            f.write(text)
+        shutil.copy(os.path.join(SOURCE_ROOT, "dbus", "pmqos-metrics.timer"), dest)
+        self.assertIn("--textfile /var/lib/prometheus/node-exporter/pmqos.prom\n", text)
+        r = run("systemd-analyze", "verify", "--man=no", os.path.join(dest, "pmqos-metrics.service"),
+                os.path.join(dest, "pmqos-metrics.timer"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = run("systemd-analyze", "security", "--offline=true", os.path.join(dest, "pmqos-metrics.service"))
+        m = re.search(r"Overall exposure level for pmqos-metrics.service: ([\d.]+) (\w+)", r.stdout)
+        self.assertIsNotNone(m, r.stdout + r.stderr)
+        self.assertIn(m.group(2), ("OK", "SAFE"), m.group(0))
+        self.assertFalse(any("wants" in root for root, _, _ in os.walk(self.dest)), "something enables a unit")
 
     def test_policy_and_bus_files_validate(self):
         r = run("xmllint", "--noout", "--dtdvalid", "/usr/share/polkit-1/policyconfig-1.dtd",

@@ -424,7 +424,8 @@ class Client(_Closing):
         if r < 0:
             _raise(r, c, "cannot read the explanation")
         try:
-            return _explanation_dict(e.contents, folded)
+            # cpu_costs exist in the structure from LIBPMQOS_1.5 on (pmqos_ledger() with them).
+            return _explanation_dict(e.contents, folded, hasattr(_library(), "pmqos_ledger"))
         finally:
             _library().pmqos_explanation_free(e)
 
