@@ -164,6 +164,21 @@ static bool machine_wide_allowed(const char **ret_path) {
         return conf.machine_wide;
 }
 
+/* The machine's online CPUs ("0-3"), or NULL when they cannot be read. */
+static char *online_cpus(char *buf, size_t size) {
+        char path[200];
+        snprintf(path, sizeof(path), "%s/devices/system/cpu/online", arg_sysfs_root);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        ssize_t n = fd < 0 ? -1 : read(fd, buf, size - 1);
+        if (fd >= 0)
+                close(fd);
+        if (n <= 0)
+                return NULL;
+        buf[n] = 0;
+        buf[strcspn(buf, "\n")] = 0;
+        return buf;
+}
+
 /* The plan, within the container's CPUs, with its value; 1 to go on, or
  * 0 and *status after saying why. */
 static int decide(OciState *s, OciPlan *plan, char **config_cpus, int *status) {
@@ -188,7 +203,9 @@ static int decide(OciState *s, OciPlan *plan, char **config_cpus, int *status) {
                 return 0;
         const char *conf;
         bool machine_wide = machine_wide_allowed(&conf);
-        if (oci_plan_confine(plan, *config_cpus, machine_wide, conf, err, sizeof(err)) < 0)
+        char online[4096];
+        if (oci_plan_confine(plan, *config_cpus, online_cpus(online, sizeof(online)), machine_wide, conf, err,
+                             sizeof(err)) < 0)
                 return *status = complain(s->id, "%s", err), 0;
         if (plan->cstate) {
                 char verb[200];
