@@ -266,6 +266,29 @@ static int openat_no_links(int at, const char *path) {
         return (int) syscall(SYS_openat2, at, path, &how, sizeof(how));
 }
 
+/* DIR's parent, a directory at a time without links, each root's and not writable by others unless sticky
+ * (else they could rename it, DIR mounted inside, and put theirs at its path). The descriptor, or -1 with
+ * errno (EPERM: the first *ret_bad_len bytes of parent name the directory refused). */
+static int open_parent(const char *parent, int *ret_bad_len) {
+        char path[64];
+        snprintf(path, sizeof(path), "%s", parent);
+        int fd = openat_no_links(AT_FDCWD, "/"), len = 1;
+        for (char *save = NULL, *c = strtok_r(path, "/", &save); fd >= 0; c = strtok_r(NULL, "/", &save)) {
+                struct stat st;
+                int r = fstat(fd, &st);
+                if (r == 0 && ((st.st_uid != 0 && st.st_uid != getuid()) ||
+                               ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))))
+                        r = -1, errno = EPERM, *ret_bad_len = len;
+                if (r < 0 || !c)
+                        return r < 0 ? (void) close(fd), -1 : fd;
+                len = (int) (c - path + strlen(c));
+                int next = openat_no_links(fd, c);
+                close(fd);
+                fd = next;
+        }
+        return -1;
+}
+
 /* DIR for --serve, made if missing, as a descriptor: resolved without
  * following a symbolic link anywhere on its path (a link planted at DIR or
  * at any directory above it is refused, not followed), a real directory
@@ -277,7 +300,15 @@ static int open_serve_dir(const char *dir) {
         snprintf(parent, sizeof(parent), "%.*s", (int) (base - dir), dir);
         if (!base[0] || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
                 return setup_fail(dir, "--serve wants a directory's path, not ending in /, . or .."), -1;
-        int pfd = openat_no_links(AT_FDCWD, parent);
+        int bad = 0, pfd = open_parent(parent, &bad);
+        if (pfd < 0 && errno == EPERM) {
+                char why[160];
+                snprintf(why, sizeof(why),
+                         "a directory above it (%.*s) is not root's, or others may write it without the sticky bit: "
+                         "refusing to serve below it",
+                         bad, dir);
+                return setup_fail(dir, why), -1;
+        }
         if (pfd >= 0 && mkdirat(pfd, base, 0755) < 0 && errno != EEXIST) {
                 int e = errno;
                 close(pfd);

@@ -446,6 +446,28 @@ class TestServeForServices(StandinCase):
                 self.assertNotIn("pmqos-serve-", f.read(), "mounted over the link's target")
         self.assertEqual(sorted(os.listdir(target)), ["foreign"], "made a directory through the link")
 
+    def test_directory_above_of_another_user_or_open_to_all_refused(self):
+        """A directory above DIR that another user owns, or that others may
+        write without the sticky bit, is refused before anything is made in
+        it: its owner could rename it, with the mounted DIR inside, and put a
+        directory of their own at its path, so that services binding
+        DIR/cpu_dma_latency would get the attacker's file."""
+        for mode, uid in ((0o755, 65534), (0o777, 0)):
+            above = tempfile.mkdtemp(prefix="pmqos-above-")
+            self.addCleanup(shutil.rmtree, above, True)
+            os.chmod(above, mode)
+            os.chown(above, uid, uid)
+            d = os.path.join(above, "standin")
+            p = subprocess.run([PMQOSCTL, "run", "--serve", d], env=self.bus.env, capture_output=True, text=True,
+                               timeout=5)
+            self.assertEqual(p.returncode, 125, p.stderr)
+            self.assertIn("pmqosctl run: cannot set up the stand-in device: %s: a directory above it (%s) is not "
+                          "root's, or others may write it without the sticky bit: refusing to serve below it"
+                          % (d, above), p.stderr)
+            self.assertEqual(os.listdir(above), [], "made DIR in a directory another user controls")
+            with open("/proc/self/mountinfo") as f:
+                self.assertNotIn("pmqos-above-", f.read())
+
 
 if __name__ == "__main__":
     main()
