@@ -452,6 +452,27 @@ class TestAsKubernetesRuns(OciTestCase):
         self.assertEqual(self.ours("mw") + self.ours("mw2"), [])
         self.assertTrue(self.kernel.released())
 
+    def test_a_cpuset_of_every_online_cpu_is_the_whole_machine(self):
+        """A cpuset holding every online CPU (a node's shared pool before any
+        CPU is given out exclusively, --cpuset-cpus 0-N): "container", a list
+        of all of them, CRI-O's annotation reach the whole machine, so
+        MachineWide=deny refuses them as it refuses no list."""
+        _ = self.daemon
+        with open("/sys/devices/system/cpu/online") as f:
+            online = f.read().strip()
+        for cid, a in (("all-c", {LAT: "47", CPUS: "container"}), ("all-l", {LAT: "47", CPUS: online}),
+                       ("all-o", {CRIO: "max_latency:47"}), ("all-r", {LAT: "47", CPUS: online, REQ: "true"})):
+            code, err, journal = self.hook(cid, a, cpus=online)
+            self.assertEqual(code, 1 if REQ in a else 0, err)
+            self.assertIn("container %s: its CPUs are every online CPU (%s): the whole machine, which "
+                          "MachineWide=deny in %s refuses" % (cid, online, self.conf), err)
+            self.assertEqual(self.ours(cid), [])
+        self.assertTrue(self.kernel.released())
+        oci.write_conf(self.dir, "allow")
+        self.assertEqual(self.hook("all-a", {LAT: "48", CPUS: "container"}, cpus=online)[:2], (0, ""))
+        [r] = self.ours("all-a")
+        self.assertEqual(r["value"], 48)
+
 
 if __name__ == "__main__":
     main()
