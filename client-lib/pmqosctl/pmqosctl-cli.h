@@ -82,7 +82,8 @@ int verb_list(int argc, char *argv[]);
 int verb_hold(int argc, char *argv[]);
 int verb_request(int argc, char *argv[]);
 int verb_run(int argc, char *argv[]);
-/* pmqosctl run's setup failure: says why, returns 125. */
+/* pmqosctl run's setup failure: says why, returns 125 (pmqosctl-run-serve.c). */
+#define EXIT_RUN_FAILED 125 /* pmqosctl run itself failed: COMMAND did not run */
 int setup_fail(const char *what, const char *why);
 /* --serve DIR as a descriptor to mount through, or -1 after saying why (pmqosctl-run-serve.c). */
 int open_serve_dir(const char *dir);

@@ -17,6 +17,11 @@
 
 #include "pmqosctl-cli.h"
 
+int setup_fail(const char *what, const char *why) {
+        fprintf(stderr, "pmqosctl run: cannot set up the stand-in device: %s: %s\n", what, why);
+        return EXIT_RUN_FAILED;
+}
+
 static int openat_no_links(int at, const char *path) {
         struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS };
         return (int) syscall(SYS_openat2, at, path, &how, sizeof(how));

@@ -40,7 +40,6 @@
 #include "pmqosctl-cli.h"
 #include "standin/standin-fs.h"
 
-#define EXIT_RUN_FAILED 125 /* pmqosctl itself failed: COMMAND did not run */
 #define EXIT_CANNOT_RUN 126
 #define EXIT_NOT_FOUND 127
 
@@ -147,11 +146,6 @@ static void unmount_quietly(struct fuse *f) {
         }
         if (null >= 0)
                 close(null);
-}
-
-int setup_fail(const char *what, const char *why) {
-        fprintf(stderr, "pmqosctl run: cannot set up the stand-in device: %s: %s\n", what, why);
-        return EXIT_RUN_FAILED;
 }
 
 /* The stand-in mounted on setup->dir (and, as root, our own mount
