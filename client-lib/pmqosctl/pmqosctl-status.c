@@ -53,7 +53,9 @@ static void print_json(const pmqos_explanation *e) {
                 printf("%s\n  {\"cpu\": %" PRIu32 ", \"bound\": %" PRIi32 ", \"resume_latency\": ", i ? "," : "",
                        cpu->cpu, cpu->bound);
                 json_string(cpu->resume_latency);
-                printf(", \"foreign\": %s, \"cstates\": [", json_bool(cpu->foreign));
+                printf(", \"foreign\": %s", json_bool(cpu->foreign));
+                json_cpu_cost(e, i);
+                printf(", \"cstates\": [");
                 for (size_t k = 0; k < cpu->n_cstates; k++) {
                         const pmqos_cstate_info *st = &cpu->cstates[k];
                         printf("%s{\"name\": ", k ? ", " : "");
@@ -466,8 +468,10 @@ int verb_status(int argc, char *argv[]) {
         if (r == 0) {
                 if (json)
                         print_json(e);
-                else
+                else {
                         print_status(e, count, NULL, 0);
+                        print_cost(client, e);
+                }
                 pmqos_explanation_free(e);
         }
         pmqos_client_free(client);

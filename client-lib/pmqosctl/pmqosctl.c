@@ -198,6 +198,7 @@ static void help(void) {
                "  cancel COOKIE                end a request\n"
                "  set-minimum USEC|none        set or clear the administrator floor\n"
                "  monitor [--json]             print changes as they happen\n"
+               "  metrics [--textfile PATH]    what pmqosd holds and what its bounds cost, for Prometheus\n"
                "  run [--reason TEXT] -- COMMAND…\n"
                "                               run COMMAND with a stand-in /dev/cpu_dma_latency\n"
                "  route UNIT / unroute UNIT    give a service the stand-in (root), or take it back\n\n"
@@ -218,6 +219,7 @@ int main(int argc, char *argv[]) {
                 { "hold", verb_hold, true, HINT_REQUEST },   { "request", verb_request, true, HINT_REQUEST },
                 { "cancel", verb_cancel, true, HINT_ADMIN }, { "set-minimum", verb_set_minimum, true, HINT_ADMIN },
                 { "monitor", verb_monitor, false, NULL },    { "run", verb_run, true, HINT_REQUEST },
+                { "metrics", verb_metrics, false, NULL },
                 { "route", verb_route, false, NULL },        { "unroute", verb_unroute, false, NULL },
         };
         static const struct option options[] = {
