@@ -219,8 +219,8 @@ int main(int argc, char *argv[]) {
                 { "hold", verb_hold, true, HINT_REQUEST },   { "request", verb_request, true, HINT_REQUEST },
                 { "cancel", verb_cancel, true, HINT_ADMIN }, { "set-minimum", verb_set_minimum, true, HINT_ADMIN },
                 { "monitor", verb_monitor, false, NULL },    { "run", verb_run, true, HINT_REQUEST },
-                { "metrics", verb_metrics, false, NULL },
-                { "route", verb_route, false, NULL },        { "unroute", verb_unroute, false, NULL },
+                { "metrics", verb_metrics, false, NULL },    { "route", verb_route, false, NULL },
+                { "unroute", verb_unroute, false, NULL },
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
