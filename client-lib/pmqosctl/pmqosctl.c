@@ -184,8 +184,8 @@ static int verb_monitor(int argc, char *argv[]) {
 /* ---- main ---- */
 
 static void help(void) {
-        printf("Usage: pmqosctl [--no-ask-password] [--sysfs-root DIR] COMMAND [ARGS…]\n"
-               "Ask pmqosd for CPU latency bounds and see who holds them.\n\n"
+        printf("Usage: pmqosctl [--no-ask-password] [--sysfs-root DIR] [COMMAND [ARGS…]]\n"
+               "Ask pmqosd for CPU latency bounds and see who holds them. No COMMAND: status.\n\n"
                "Commands:\n"
                "  status [--json] [--watch [S]] what sets the bound, other holders, C-states per CPU\n"
                "  list [--json]                all requests\n"
@@ -249,9 +249,9 @@ int main(int argc, char *argv[]) {
                         fprintf(stderr, "pmqosctl: unknown option \"%s\" (see pmqosctl --help)\n", argv[optind - 1]);
                         return EXIT_USAGE;
                 }
-        if (optind >= argc) {
-                fprintf(stderr, "pmqosctl: missing command (see pmqosctl --help)\n");
-                return EXIT_USAGE;
+        if (optind >= argc) { /* no command: the state, as systemctl and powerprofilesctl show it */
+                char *status[] = { (char *) "status", NULL };
+                return verb_status(1, status);
         }
         for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
                 if (strcmp(argv[optind], verbs[i].name) == 0) {

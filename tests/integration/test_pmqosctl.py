@@ -63,7 +63,7 @@ class TestCommands(CtlTestCase):
             self.assertIn("Usage: pmqosctl " + verb, self.ctl(verb, "--help", check=0).stdout)
 
     def test_usage_errors_exit_2(self):
-        for args in ((), ("frobnicate",), ("request", "abc", "--timeout", "5"), ("request", "50"),
+        for args in (("frobnicate",), ("request", "abc", "--timeout", "5"), ("request", "50"),
                      ("request", "50", "--timeout", "0"), ("cancel",), ("cancel", "x"), ("set-minimum", "-5"),
                      ("hold",), ("hold", "20", "--cpus", "3-1"), ("list", "extra"), ("status", "extra"),
                      ("hold", "-3"), ("status", "--watch", "0"), ("status", "--watch=abc"),
@@ -93,6 +93,13 @@ class TestCommands(CtlTestCase):
         self.assertRegex(out, r"Bound:    250 µs, set by request %s of uid 0 pid \d+ `[^`]*pmqosctl request 250[^`]*` "
                               r"\(night build\)" % cookie)
         self.assertIn("Floor:    none", out)
+
+    def test_no_command_is_status(self):
+        """A bare pmqosctl shows the state, as systemctl and powerprofilesctl do."""
+        self.ctl("request", "250", "--timeout", "60", "--reason", "bare", check=0)
+        bare = self.ctl(check=0).stdout
+        self.assertRegex(bare, r"Bound:    250 µs, set by request \d+ .*\(bare\)")
+        self.assertEqual(bare.split("\nKernel:")[0], self.ctl("status", check=0).stdout.split("\nKernel:")[0])
 
     def test_status_other_holder(self):
         if not self.kernel.real:
