@@ -75,11 +75,12 @@ void json_request(const pmqos_request_info *q);
  * ranges; "request 12 of uid 0 pid 4711 `cmd` (reason)"; whether a CPU's
  * own bound is stricter than the machine-wide one, and each such row as
  * "; cpu1 10 µs by …" (reqs: the requests, to name who sets it; of_requests:
- * only bounds a request may set, not a file someone else wrote). */
+ * only bounds a request may set, not a file someone else wrote); --check. */
 void print_cpu_numbers(const uint32_t *cpus, size_t n);
 void print_request_who(const pmqos_request_info *q);
 bool has_cpu_bounds(const pmqos_explanation *e, bool of_requests);
 void print_cpu_bounds(const pmqos_explanation *e, const pmqos_request_info *reqs, size_t n_reqs);
+int status_check(const pmqos_explanation *e);
 
 int verb_status(int argc, char *argv[]);
 int verb_list(int argc, char *argv[]);

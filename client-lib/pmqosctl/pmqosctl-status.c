@@ -419,24 +419,31 @@ int verb_status(int argc, char *argv[]) {
         static const struct option options[] = { { "help", no_argument, NULL, 'h' },
                                                  { "json", no_argument, NULL, 'j' },
                                                  { "watch", optional_argument, NULL, 'w' },
+                                                 { "check", no_argument, NULL, 'c' },
                                                  {} };
-        bool json = false, watching = false;
+        bool json = false, watching = false, check = false;
         double seconds = 2;
         int c;
         optind = 0; /* full re-initialisation after main()'s own parsing */
         while ((c = getopt_long(argc, argv, "hjw::", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
-                        printf("Usage: pmqosctl status [--json] [--watch [SECONDS]]\n"
+                        printf("Usage: pmqosctl status [--json | --watch [SECONDS] | --check]\n"
                                "Show what sets the latency bound (a request, a floor, or another program\n"
                                "holding the device), the other holders, and per CPU (identical CPUs in one\n"
                                "row) which C-states the bound allows, blocks, or are disabled.\n"
                                "  --json             print the broker's Explain() dictionary as JSON\n"
                                "  --watch [SECONDS]  redraw every SECONDS (default 2, 0.1 to 3600) with each\n"
-                               "                     C-state's share of the interval; Ctrl-C ends it\n");
+                               "                     C-state's share of the interval; Ctrl-C ends it\n"
+                               "  --check            exit 0 when the kernel applies what pmqosd asks (the device\n"
+                               "                     and every per-CPU file read back), else 1 with one line\n"
+                               "                     per mismatch (another holder or writer, a value not applied)\n");
                         return 0;
                 case 'j':
                         json = true;
+                        break;
+                case 'c':
+                        check = true;
                         break;
                 case 'w':
                         watching = true;
@@ -452,8 +459,8 @@ int verb_status(int argc, char *argv[]) {
                 }
         if (optind < argc)
                 return usage_error("status", "unexpected argument \"%s\"", argv[optind]);
-        if (json && watching)
-                return usage_error("status", "--json and --watch do not go together");
+        if (json + watching + check > 1)
+                return usage_error("status", "--json, --watch and --check do not go together");
 
         pmqos_client *client;
         int r = connect_broker(&client);
@@ -467,7 +474,9 @@ int verb_status(int argc, char *argv[]) {
         status_view v;
         r = explain(client, !json, &v);
         if (r == 0) {
-                if (json)
+                if (check)
+                        r = status_check(v.e);
+                else if (json)
                         print_json(v.e);
                 else
                         print_status(&v, NULL, 0);

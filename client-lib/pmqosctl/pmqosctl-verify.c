@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* What status says of the per-CPU bounds (the Bound: line counts them: a
- * per-CPU-only bound is not "none"). */
+ * per-CPU-only bound is not "none"), and status --check: does the kernel
+ * apply what pmqosd asks, as tuned-adm verify asks of a profile — exit 0,
+ * or 1 with one line per mismatch. */
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -100,4 +102,64 @@ void print_cpu_bounds(const pmqos_explanation *e, const pmqos_request_info *reqs
                 } else if (row.foreign)
                         printf(" written to its pm_qos_resume_latency_us by someone else");
         }
+}
+
+/* ---- status --check ---- */
+
+static void print_holders_of(const pmqos_explanation *e) {
+        if (e->n_holders == 0) {
+                printf("a holder pmqosd cannot see asks for less");
+                return;
+        }
+        for (size_t i = 0; i < e->n_holders; i++) {
+                char *exec = term_text(e->holders[i].exec[0] ? e->holders[i].exec : "?");
+                printf("%s`%s` (pid %" PRIu32 ")", i ? ", " : "", exec ?: "?", e->holders[i].pid);
+                free(exec);
+        }
+        printf(" hold%s /dev/cpu_dma_latency itself", e->n_holders == 1 ? "s" : "");
+}
+
+/* One device: what pmqosd asks against what the kernel reads back. */
+static unsigned check_device(const pmqos_explanation *e, const char *device, int32_t asked, int32_t kernel) {
+        char a[32], k[32];
+        asked = machine_wide(asked);
+        kernel = machine_wide(kernel);
+        if (asked == kernel)
+                return 0;
+        format_usec(asked == PMQOS_LATENCY_MAX ? -1 : asked, a, sizeof(a));
+        format_usec(kernel == PMQOS_LATENCY_MAX ? -1 : kernel, k, sizeof(k));
+        printf("%s: the kernel is at %s, pmqosd asks for %s: ", device, k, a);
+        if (kernel < asked && strcmp(device, "/dev/cpu_dma_latency") == 0)
+                print_holders_of(e);
+        else if (kernel < asked)
+                printf("another holder of the device asks for less");
+        else
+                printf("the kernel does not apply it");
+        printf("\n");
+        return 1;
+}
+
+int status_check(const pmqos_explanation *e) {
+        unsigned mismatches = check_device(e, "/dev/cpu_dma_latency", e->effective, e->kernel);
+        if (e->kernel_ignores_writes) {
+                printf("/dev/cpu_dma_latency: the kernel ignores writes to it: no bound has any effect\n");
+                mismatches++;
+        }
+        if (e->wakeup_kernel >= 0) /* the kernel has /dev/cpu_wakeup_latency */
+                mismatches += check_device(e, "/dev/cpu_wakeup_latency", e->wakeup_effective, e->wakeup_kernel);
+        for (size_t i = 0; i < n_rows(e); i++) {
+                cpu_row row = row_at(e, i);
+                if (!row.foreign)
+                        continue;
+                char *t = term_text(row.resume_latency);
+                print_cpu_numbers(row.cpus, row.n_cpus);
+                printf(": pm_qos_resume_latency_us holds \"%s\", not what pmqosd wrote: written by someone else\n",
+                       t ?: "?");
+                free(t);
+                mismatches++;
+        }
+        if (mismatches)
+                return EXIT_REFUSED;
+        printf("The kernel applies what pmqosd asks: the device and every per-CPU bound read back.\n");
+        return 0;
 }

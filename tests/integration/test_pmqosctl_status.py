@@ -1,11 +1,36 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """pmqosctl's first-contact additions (issue 43): the Bound: line counting
-per-CPU bounds."""
+per-CPU bounds; status --check against a real external holder of the device
+and a real foreign write to cpu1's pm_qos_resume_latency_us (put back
+after)."""
+
+import os
+import subprocess
+import sys
 
 from contract import LATENCY_MAX
-from fixtures import main
+from fixtures import cpu_file, main
 import test_pmqosctl
 from test_pmqosctl import CtlTestCase
+
+SYSFS = "/sys"
+
+
+class Holder:
+    """A process outside pmqosd holding the device at value (as TuneD does)."""
+
+    def __init__(self, path, value, marker):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "import os, struct, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
+             "os.write(fd, struct.pack('=i', int(sys.argv[2]))); print(flush=True); sys.stdin.read()",
+             path, str(value), marker], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.proc.stdout.readline()
+        self.pid = self.proc.pid
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+        self.proc.stdout.close()
 
 
 class StatusTestCase(CtlTestCase):
@@ -45,6 +70,53 @@ class TestBoundLine(StatusTestCase):
         out = self.ctl("status", check=0).stdout
         self.assertIn("Bound:    none machine-wide; cpu3 40 µs written to its pm_qos_resume_latency_us by "
                       "someone else\n", out)
+
+
+class TestCheck(StatusTestCase):
+    def test_clean_is_0(self):
+        self.unconstrained()
+        proc = self.ctl("status", "--check", check=0)
+        self.assertIn("The kernel applies what pmqosd asks", proc.stdout)
+        self.ctl("request", "55", "--timeout", "60", check=0)
+        self.ctl("status", "--check", check=0)
+
+    def test_external_holder_is_1_and_named(self):
+        if not self.kernel.real:
+            self.skipTest("needs the real device: a holder pmqosd does not see")
+        self.unconstrained()
+        self.ctl("request", "55", "--timeout", "60", check=0)
+        holder = Holder(self.kernel.path, 7, "tuned-alike")
+        self.addCleanup(holder.stop)
+        proc = self.ctl("status", "--check", check=1)
+        lines = proc.stdout.splitlines()
+        self.assertEqual(len(lines), 1, proc.stdout)
+        self.assertRegex(lines[0], r"^/dev/cpu_dma_latency: the kernel is at 7 µs, pmqosd asks for 55 µs: "
+                                   r"`[^`]*tuned-alike` \(pid %d\) holds /dev/cpu_dma_latency itself$" % holder.pid)
+
+    def test_foreign_write_is_1(self):
+        path = cpu_file(SYSFS, 1)
+        if not self.kernel.real or not os.path.exists(path):
+            self.skipTest("needs the real device and cpu1's pm_qos_resume_latency_us")
+        self.unconstrained()
+        with open(path) as f:
+            saved = f.read().strip()
+
+        def put_back():
+            with open(path, "w") as f:
+                f.write(saved)
+        self.addCleanup(put_back)
+        self.ctl("status", "--check", check=0)
+        with open(path, "w") as f:
+            f.write("n/a")
+        proc = self.ctl("status", "--check", check=1)
+        self.assertEqual(proc.stdout.splitlines(), ['cpu1: pm_qos_resume_latency_us holds "n/a", not what pmqosd '
+                                                    'wrote: written by someone else'])
+        put_back()
+        self.ctl("status", "--check", check=0)
+
+    def test_usage(self):
+        for args in (("--check", "--json"), ("--check", "--watch"), ("--check", "x")):
+            self.assertEqual(self.ctl("status", *args, check=2).stdout, "")
 
 
 if __name__ == "__main__":
