@@ -81,6 +81,8 @@ void print_request_who(const pmqos_request_info *q);
 bool has_cpu_bounds(const pmqos_explanation *e, bool of_requests);
 void print_cpu_bounds(const pmqos_explanation *e, const pmqos_request_info *reqs, size_t n_reqs);
 int status_check(const pmqos_explanation *e);
+/* status --json (pmqosctl-status-json.c). */
+void print_explanation_json(const pmqos_explanation *e);
 
 int verb_status(int argc, char *argv[]);
 int verb_list(int argc, char *argv[]);

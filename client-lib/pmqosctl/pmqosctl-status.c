@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* pmqosctl status: what ExplainFolded() says, for people — the bound and what
  * sets it, other holders, each group of identical CPUs with its C-states — or
- * Explain() as JSON; --watch redraws it and adds each state's residency over
+ * Explain() as JSON (pmqosctl-status-json.c); --watch redraws it and adds each state's residency over
  * the interval (the CLI polls; pmqosd never does). */
 
 #include <errno.h>
@@ -17,71 +17,6 @@
 
 #include "util/parse-value.h"
 #include "pmqosctl-cli.h"
-
-/* ---- JSON: the Explain() dictionary ---- */
-
-static const char *json_bool(bool b) {
-        return b ? "true" : "false";
-}
-
-static void print_json(const pmqos_explanation *e) {
-        printf("{\"effective\": %" PRIi32 ", \"kernel\": %" PRIi32 ", \"floor\": %" PRIi32
-               ", \"wakeup_effective\": %" PRIi32 ", \"wakeup_kernel\": %" PRIi32 ", \"bound_by\": ",
-               e->effective, e->kernel, e->floor, e->wakeup_effective, e->wakeup_kernel);
-        json_string(e->bound_by);
-        printf(", \"binding\": ");
-        if (e->binding)
-                json_request(e->binding);
-        else
-                printf("{}");
-        printf(", \"external_holders\": [");
-        for (size_t i = 0; i < e->n_holders; i++) {
-                printf("%s{\"pid\": %" PRIu32 ", \"uid\": %" PRIu32 ", \"exec\": ", i ? ", " : "", e->holders[i].pid,
-                       e->holders[i].uid);
-                json_string(e->holders[i].exec);
-                printf("}");
-        }
-        printf("], \"external_holders_complete\": %s, \"external_holders_left_out\": %" PRIu32
-               ", \"external_holders_unscanned\": [",
-               json_bool(e->holders_complete), e->holders_left_out);
-        for (size_t i = 0; i < e->n_holders_unscanned; i++)
-                printf("%s{\"uid\": %" PRIu32 ", \"processes\": %" PRIu32 "}", i ? ", " : "",
-                       e->holders_unscanned[i].uid, e->holders_unscanned[i].processes);
-        printf("], \"cpus\": [");
-        for (size_t i = 0; i < e->n_cpus; i++) {
-                const pmqos_cpu_info *cpu = &e->cpus[i];
-                printf("%s\n  {\"cpu\": %" PRIu32 ", \"bound\": %" PRIi32 ", \"resume_latency\": ", i ? "," : "",
-                       cpu->cpu, cpu->bound);
-                json_string(cpu->resume_latency);
-                printf(", \"foreign\": %s, \"cstates\": [", json_bool(cpu->foreign));
-                for (size_t k = 0; k < cpu->n_cstates; k++) {
-                        const pmqos_cstate_info *st = &cpu->cstates[k];
-                        printf("%s{\"name\": ", k ? ", " : "");
-                        json_string(st->name);
-                        printf(", \"latency\": %" PRIu32 ", \"allowed\": %s, \"disabled\": %s, \"usage\": %" PRIu64
-                               ", \"time\": %" PRIu64 "}",
-                               st->latency_usec, json_bool(st->allowed), json_bool(st->disabled), st->usage,
-                               st->time_usec);
-                }
-                printf("]}");
-        }
-        printf("%s], \"kernel_ignores_writes\": %s, \"rules\": [", e->n_cpus ? "\n" : "",
-               json_bool(e->kernel_ignores_writes));
-        for (size_t i = 0; i < e->n_rules; i++) {
-                const pmqos_rule_info *rule = &e->rules[i];
-                printf("%s{\"file\": ", i ? ", " : "");
-                json_string(rule->file);
-                printf(", \"unit\": ");
-                json_string(rule->unit);
-                printf(", \"latency\": %" PRIi32 ", \"state\": ", rule->latency);
-                json_string(rule->state);
-                printf(", \"holds\": %s, \"cpus\": [", json_bool(rule->holds));
-                for (size_t k = 0; k < rule->n_cpus; k++)
-                        printf("%s%" PRIu32, k ? ", " : "", rule->cpus[k]);
-                printf("]}");
-        }
-        printf("], \"rules_followed\": %s}\n", json_bool(e->rules_followed));
-}
 
 /* ---- for people ---- */
 
@@ -477,7 +412,7 @@ int verb_status(int argc, char *argv[]) {
                 if (check)
                         r = status_check(v.e);
                 else if (json)
-                        print_json(v.e);
+                        print_explanation_json(v.e);
                 else
                         print_status(&v, NULL, 0);
                 status_view_clear(&v);

@@ -2,8 +2,10 @@
 """pmqosctl's first-contact additions (issue 43): the Bound: line counting
 per-CPU bounds; status --check against a real external holder of the device
 and a real foreign write to cpu1's pm_qos_resume_latency_us (put back
-after)."""
+after); list --full and --no-legend, nothing cut when not on a terminal;
+one "no constraint" (-1) in every field of status --json."""
 
+import json
 import os
 import subprocess
 import sys
@@ -11,7 +13,7 @@ import sys
 from contract import LATENCY_MAX
 from fixtures import cpu_file, main
 import test_pmqosctl
-from test_pmqosctl import CtlTestCase
+from test_pmqosctl import PMQOSCTL, CtlTestCase, on_a_terminal
 
 SYSFS = "/sys"
 
@@ -117,6 +119,46 @@ class TestCheck(StatusTestCase):
     def test_usage(self):
         for args in (("--check", "--json"), ("--check", "--watch"), ("--check", "x")):
             self.assertEqual(self.ctl("status", *args, check=2).stdout, "")
+
+
+class TestListAndJson(StatusTestCase):
+    REASON = "pod default/web-0 container " + "0123456789abcdef" * 4  # a 64-character container id
+
+    def test_not_cut_when_not_a_terminal(self):
+        self.ctl("request", "70", "--timeout", "60", "--reason", self.REASON, check=0)
+        lines = self.ctl("list", check=0).stdout.splitlines()
+        self.assertTrue(lines[0].startswith("COOKIE"), lines)
+        self.assertIn(self.REASON, lines[1])
+        self.assertNotIn("\u2026", lines[1])
+
+    def test_full_and_no_legend_on_a_terminal(self):
+        self.ctl("request", "70", "--timeout", "60", "--reason", self.REASON, check=0)
+        env = dict(self.bus.env, COLUMNS="")
+        status, out = on_a_terminal([PMQOSCTL, "list"], env, columns=80)
+        self.assertEqual(status, 0, out)
+        self.assertNotIn(self.REASON, out)  # cut to the terminal, as before
+        status, out = on_a_terminal([PMQOSCTL, "list", "--full"], env, columns=80)
+        self.assertEqual(status, 0, out)
+        self.assertIn(self.REASON, out)
+        self.assertNotIn("\u2026", out)
+        status, out = on_a_terminal([PMQOSCTL, "list", "--full", "--no-legend"], env, columns=80)
+        self.assertEqual(status, 0, out)
+        lines = out.rstrip("\n").split("\n")
+        self.assertEqual(len(lines), 1, out)
+        self.assertNotIn("COOKIE", out)
+        self.assertIn(self.REASON, lines[0])
+        self.assertEqual(self.ctl("list", "--no-legend", check=0).stdout.count("\n"), 1)
+
+    def test_json_no_constraint_is_minus_1(self):
+        self.unconstrained()
+        e = json.loads(self.ctl("status", "--json", check=0).stdout)
+        self.assertEqual((e["effective"], e["kernel"], e["floor"]), (-1, -1, -1))
+        self.assertTrue(all(cpu["bound"] == -1 for cpu in e["cpus"]), e["cpus"])
+        self.assertNotIn(str(LATENCY_MAX), json.dumps(e))
+        self.ctl("request", "55", "--timeout", "60", check=0)
+        e = json.loads(self.ctl("status", "--json", check=0).stdout)
+        if self.kernel.real:
+            self.assertEqual((e["effective"], e["kernel"]), (55, 55))
 
 
 if __name__ == "__main__":
