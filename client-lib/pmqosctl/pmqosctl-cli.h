@@ -89,3 +89,4 @@ int verb_list(int argc, char *argv[]);
 int verb_hold(int argc, char *argv[]);
 int verb_request(int argc, char *argv[]);
 int verb_run(int argc, char *argv[]);
+int verb_check_config(int argc, char *argv[]);

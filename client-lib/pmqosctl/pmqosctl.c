@@ -202,7 +202,8 @@ static void help(void) {
                "  set-minimum USEC|none        set or clear the administrator floor\n"
                "  monitor [--json]             print changes as they happen\n"
                "  run [--reason TEXT] -- COMMAND…\n"
-               "                               run COMMAND with a stand-in /dev/cpu_dma_latency\n\n"
+               "                               run COMMAND with a stand-in /dev/cpu_dma_latency\n"
+               "  check-config [FILE]          check pmqosd's configuration and drop-ins (pmqosd --check-config)\n\n"
                "USEC is µs (50, 50us, 2ms) or a C-state name (C1E); SECONDS a time span (30, 5min, 1h).\n"
                "Exit status: 0 success, 1 refused or failed, 2 usage error; hold/run -- COMMAND: COMMAND's,\n"
                "or 125 pmqosctl failed, 126 COMMAND cannot run, 127 COMMAND not found.\n"
@@ -216,10 +217,15 @@ int main(int argc, char *argv[]) {
                 bool may_authorize; /* it changes something: a password agent on a terminal */
                 const char *denied_hint;
         } verbs[] = {
-                { "status", verb_status, false, NULL },      { "list", verb_list, false, NULL },
-                { "hold", verb_hold, true, HINT_REQUEST },   { "request", verb_request, true, HINT_REQUEST },
-                { "cancel", verb_cancel, true, HINT_ADMIN }, { "set-minimum", verb_set_minimum, true, HINT_ADMIN },
-                { "monitor", verb_monitor, false, NULL },    { "run", verb_run, true, HINT_REQUEST },
+                { "status", verb_status, false, NULL },
+                { "list", verb_list, false, NULL },
+                { "hold", verb_hold, true, HINT_REQUEST },
+                { "request", verb_request, true, HINT_REQUEST },
+                { "cancel", verb_cancel, true, HINT_ADMIN },
+                { "set-minimum", verb_set_minimum, true, HINT_ADMIN },
+                { "monitor", verb_monitor, false, NULL },
+                { "run", verb_run, true, HINT_REQUEST },
+                { "check-config", verb_check_config, false, NULL },
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },

@@ -3,12 +3,16 @@
 per-CPU bounds; status --check against a real external holder of the device
 and a real foreign write to cpu1's pm_qos_resume_latency_us (put back
 after); list --full and --no-legend, nothing cut when not on a terminal;
-one "no constraint" (-1) in every field of status --json."""
+one "no constraint" (-1) in every field of status --json; check-config
+(pmqosd --check-config through pmqosctl, drop-ins, C-state names)."""
 
+import glob
 import json
 import os
 import subprocess
+import shutil
 import sys
+import tempfile
 
 from contract import LATENCY_MAX
 from fixtures import cpu_file, main
@@ -159,6 +163,52 @@ class TestListAndJson(StatusTestCase):
         e = json.loads(self.ctl("status", "--json", check=0).stdout)
         if self.kernel.real:
             self.assertEqual((e["effective"], e["kernel"]), (55, 55))
+
+
+class TestCheckConfig(CtlTestCase):
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp(prefix="pmqos-check-config-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.conf = os.path.join(self.dir, "pmqosd.conf")
+        os.mkdir(self.conf + ".d")
+
+    def write(self, path, text):
+        with open(path, "w") as f:
+            f.write(text)
+
+    def check(self, status):
+        env = {k: v for k, v in os.environ.items() if k != "DBUS_SYSTEM_BUS_ADDRESS"}  # no broker needed
+        return self.ctl("check-config", self.conf, env=env, check=status)
+
+    def test_cstate_names_resolved_and_drop_ins_read(self):
+        names = sorted({open(p).read().strip() for p in glob.glob(SYSFS + "/devices/system/cpu/cpu*/cpuidle/state*/name")})
+        if not names:
+            self.skipTest("this machine shows no cpuidle states")
+        self.write(self.conf, "[pmqosd]\nMaxTimeoutSec=5min\nDefaultMinimumLatency=%s\n" % names[-1].lower())
+        self.write(os.path.join(self.conf + ".d", "50-battery.conf"), "[pmqosd]\nOnBatteryMinimumLatency=%s\n" % names[0])
+        out = self.check(0).stdout
+        self.assertIn("%s: read\n" % self.conf, out)
+        self.assertRegex(out, r"line 3: DefaultMinimumLatency=%s is \d+ µs on this machine" % names[-1].lower())
+        self.assertIn("%s.d/50-battery.conf: read\n" % self.conf, out)
+        self.assertRegex(out, r"line 2: OnBatteryMinimumLatency=%s is \d+ µs on this machine" % names[0])
+
+    def test_error_names_file_line_and_key(self):
+        self.write(self.conf, "[pmqosd]\n\nMaxTimeoutSec=soon\n")
+        proc = self.check(1)
+        self.assertIn("%s:3: MaxTimeoutSec" % self.conf, proc.stderr)
+        self.assertEqual(proc.stdout, "")
+
+    def test_error_in_a_drop_in_names_the_drop_in(self):
+        self.write(self.conf, "[pmqosd]\nMaxTimeoutSec=60\n")
+        drop_in = os.path.join(self.conf + ".d", "90-local.conf")
+        self.write(drop_in, "[pmqosd]\nDefaultMinimumLatency=C99-nowhere\n")
+        proc = self.check(1)
+        self.assertIn("%s:2: DefaultMinimumLatency" % drop_in, proc.stderr)
+
+    def test_usage(self):
+        self.assertEqual(self.ctl("check-config", "a", "b", check=2).stdout, "")
+        self.assertIn("Usage: pmqosctl check-config", self.ctl("check-config", "--help", check=0).stdout)
 
 
 if __name__ == "__main__":
