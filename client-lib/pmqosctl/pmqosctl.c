@@ -201,7 +201,7 @@ static void help(void) {
                "  cancel COOKIE                end a request\n"
                "  set-minimum USEC|none        set or clear the administrator floor\n"
                "  monitor [--json]             print changes as they happen\n"
-               "  run [--reason TEXT] -- COMMAND…\n"
+               "  run [--reason TEXT] [--cpus LIST] [--clamp USEC] -- COMMAND…\n"
                "                               run COMMAND with a stand-in /dev/cpu_dma_latency\n"
                "  check-config [FILE]          check pmqosd's configuration and drop-ins (pmqosd --check-config)\n\n"
                "USEC is µs (50, 50us, 2ms) or a C-state name (C1E); SECONDS a time span (30, 5min, 1h).\n"
