@@ -4,7 +4,8 @@ per-CPU bounds; status --check against a real external holder of the device
 and a real foreign write to cpu1's pm_qos_resume_latency_us (put back
 after); list --full and --no-legend, nothing cut when not on a terminal;
 one "no constraint" (-1) in every field of status --json; check-config
-(pmqosd --check-config through pmqosctl, drop-ins, C-state names)."""
+(pmqosd --check-config through pmqosctl, drop-ins, C-state names); the bash
+completion's verbs and C-state names."""
 
 import glob
 import json
@@ -209,6 +210,51 @@ class TestCheckConfig(CtlTestCase):
     def test_usage(self):
         self.assertEqual(self.ctl("check-config", "a", "b", check=2).stdout, "")
         self.assertIn("Usage: pmqosctl check-config", self.ctl("check-config", "--help", check=0).stdout)
+
+
+# bash-completion's helpers, as the completion calls them, recording what they were asked.
+COMPLETION_STUBS = r"""
+_init_completion() { words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD; cur=${COMP_WORDS[COMP_CWORD]};
+                     prev=${COMP_WORDS[COMP_CWORD-1]}; }
+_filedir() { COMPREPLY=("FILEDIR:$*"); }
+_command_offset() { COMPREPLY=("COMMAND:$1"); }
+source "$1"; shift
+COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _pmqosctl; printf '%s\n' "${COMPREPLY[@]}"
+"""
+
+
+class TestCompletion(CtlTestCase):
+    root_only = False
+
+    def complete(self, *words):
+        script = os.path.join(os.environ["PMQOS_SOURCE_ROOT"], "client-lib", "pmqosctl", "pmqosctl.bash-completion")
+        proc = subprocess.run(["bash", "-c", COMPLETION_STUBS, "bash", script, "pmqosctl", *words],
+                              capture_output=True, text=True, timeout=30)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return proc.stdout.splitlines()
+
+    def test_verbs(self):
+        for verb in ("run", "check-config", "metrics", "status", "list"):
+            self.assertIn(verb, self.complete(""))
+        self.assertIn("--check", self.complete("status", "--"))
+        self.assertIn("--full", self.complete("list", "--"))
+        self.assertEqual(self.complete("run", "--cpus", "1", "--", ""), ["COMMAND:5"])
+        self.assertIn("--clamp", self.complete("run", "--"))
+        self.assertEqual(self.complete("check-config", ""), ["FILEDIR:conf"])
+        self.assertEqual(self.complete("metrics", "--textfile", ""), ["FILEDIR:"])
+
+    def test_cstate_names_where_a_latency_is_expected(self):
+        names = sorted({open(p).read().strip() for p in glob.glob(SYSFS + "/devices/system/cpu/cpu*/cpuidle/state*/name")})
+        if not names:
+            self.skipTest("this machine shows no cpuidle states")
+        quoted = [n.replace(" ", "\\ ") for n in names]  # "haltpoll\ idle": one word for the shell
+        for words in (("hold", ""), ("request", ""), ("set-minimum", ""), ("run", "--clamp", "")):
+            got = self.complete(*words)
+            for name in quoted:
+                self.assertIn(name, got, words)
+        self.assertEqual(self.complete("hold", names[-1][:3]), [n for n in quoted if n.startswith(names[-1][:3])])
+        self.assertNotIn(quoted[0], self.complete("hold", "20", ""))  # USEC given: options only
+        self.assertNotIn(quoted[0], self.complete("hold", "--reason", ""))
 
 
 if __name__ == "__main__":
