@@ -13,6 +13,7 @@
 
 #include "bus/bus.h"
 #include "bus/custody.h"
+#include "bus/gate.h"
 #include "bus/manager.h"
 #include "options.h"
 #include "service.h"
@@ -77,16 +78,19 @@ static int on_bus_disconnected(sd_bus_message *message, void *userdata, sd_bus_e
 
 /* The bus, wired in one place: departures watched first (so that no
  * client's departure can be missed), then the objects, then the names. */
-static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **ret, ChangeSet *ret_changes) {
+static int connect_bus(Manager *m, sd_event *event, bool upower_name, BusGate **ret_gate, sd_bus **ret,
+                       ChangeSet *ret_changes) {
+        _cleanup_(bus_gate_freep) BusGate *gate = NULL;
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         static const char *const qos_paths[] = { PMQOS_OBJECT_PATH, PMQOS_UPOWER_POLICY_PATH };
         int r;
 
-        r = sd_bus_open_system(&bus);
-        if (r < 0) {
-                log_error_errno(r, "Cannot connect to the system bus: %m");
-                return r;
-        }
+        /* Behind the gate: no descriptor a caller sends is ever pmqosd's to close. */
+        r = bus_gate_open(&gate, &bus);
+        if (r < 0)
+                return r; /* said why */
+        m->gate = gate;
+        m->pub.gate = gate;
         r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
         /* Still open after the loop ends: service_restart_pending() asks over it. */
         if (r >= 0)
@@ -140,6 +144,7 @@ static int connect_bus(Manager *m, sd_event *event, bool upower_name, sd_bus **r
         (void) battery_watch(&m->battery, bus); /* logs; without it the battery floor just never applies */
         (void) unit_rules_watch(&m->rules);     /* logs; without systemd the unit rules are inactive */
         *ret = TAKE_PTR(bus);
+        *ret_gate = TAKE_PTR(gate);
         return 0;
 }
 
@@ -164,8 +169,60 @@ static int new_event_loop(sd_event **ret) {
         return 0;
 }
 
+/* After the event loop (r its result): per-CPU bounds kept for a restart,
+ * everything else let go before the bus goes. */
+static int run_finish(Manager **mp, Custody *custody, sd_bus *bus, int r) {
+        Manager *m = *mp;
+        log_flush(); /* what the last turn logged; from now on each line at once */
+        log_set_batch_notify(NULL, NULL);
+        (void) sd_notify(false, "STOPPING=1");
+        /* Per-CPU values persist in sysfs: across a restart they stay, like the device's bound in the store. */
+        if (r == 0 && m->core.cpus.n_originals > 0 && service_restart_pending(bus)) {
+                m->core.keep_cpus = true;
+                log_info("Restarting: per-CPU bounds stay in place for the next run.");
+        }
+        custody_stop(custody);
+        *mp = manager_free(m); /* per-CPU values restored before the bus goes */
+        if (r < 0) {
+                log_error_errno(r, "Event loop failed: %m");
+                return 1;
+        }
+        return r; /* the exit code given to sd_event_exit(): 0 on SIGTERM/SIGINT */
+}
+
+/* Audit lines are batched (util/log.h): written in one write once the loop
+ * has nothing more pending, never later than its next turn with nothing to
+ * do. A crash loses the lines of that busy stretch not yet written: at most
+ * LOG_BATCH_MAX bytes (some 20 entries). No timer: an idle loop has none. */
+static int on_loop_idle(sd_event_source *s, void *userdata) {
+        (void) s;
+        (void) userdata;
+        log_flush();
+        return 0;
+}
+
+static void log_batch_begun(void *userdata) {
+        (void) sd_event_source_set_enabled(userdata, SD_EVENT_ONESHOT);
+}
+
+static void batch_log_lines(sd_event *event, sd_event_source **ret) {
+        if (sd_event_add_defer(event, ret, on_loop_idle, NULL) < 0)
+                return; /* unbatched: each line its own write */
+        if (sd_event_source_set_priority(*ret, SD_EVENT_PRIORITY_IDLE) >= 0 &&
+            sd_event_source_set_enabled(*ret, SD_EVENT_OFF) >= 0)
+                log_set_batch_notify(log_batch_begun, *ret);
+}
+
+/* Whatever way run() ends, what is batched is written. */
+static void log_batch_done(sd_event_source **s) {
+        log_flush();
+        log_set_batch_notify(NULL, NULL);
+        sd_event_source_unref(*s);
+}
+
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
+        _cleanup_(bus_gate_freep) BusGate *gate = NULL; /* after the bus, which reads through it */
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_(manager_freep) Manager *m = NULL;
         Options o;
@@ -194,6 +251,8 @@ static int run(int argc, char *argv[]) {
 
         if (new_event_loop(&event) < 0)
                 return 1;
+        _cleanup_(log_batch_done) sd_event_source *log_batch = NULL;
+        batch_log_lines(event, &log_batch);
 
         /* Everything that needs root first: the device, the per-CPU files, the
          * state, whose bounds the kernel gets before any client can ask. */
@@ -216,7 +275,7 @@ static int run(int argc, char *argv[]) {
                 return 1;
 
         ChangeSet startup;
-        r = connect_bus(m, event, o.upower_name, &bus, &startup);
+        r = connect_bus(m, event, o.upower_name, &gate, &bus, &startup);
         if (r < 0)
                 return 1; /* connect_bus said why */
         /* What differs from the previous run, now that subscribers can hear it. */
@@ -229,20 +288,7 @@ static int run(int argc, char *argv[]) {
         /* State is loaded and the name is ours: clients can be served. */
         publish_status(&m->pub);
         (void) sd_notify(false, "READY=1");
-        r = sd_event_loop(event);
-        (void) sd_notify(false, "STOPPING=1");
-        /* Per-CPU values persist in sysfs: across a restart they stay, like the device's bound in the store. */
-        if (r == 0 && m->core.cpus.n_originals > 0 && service_restart_pending(bus)) {
-                m->core.keep_cpus = true;
-                log_info("Restarting: per-CPU bounds stay in place for the next run.");
-        }
-        custody_stop(&custody);
-        m = manager_free(m); /* per-CPU values restored before the bus goes */
-        if (r < 0) {
-                log_error_errno(r, "Event loop failed: %m");
-                return 1;
-        }
-        return r; /* the exit code given to sd_event_exit(): 0 on SIGTERM/SIGINT */
+        return run_finish(&m, &custody, bus, sd_event_loop(event));
 }
 
 int main(int argc, char *argv[]) {

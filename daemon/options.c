@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,6 +369,20 @@ static int load_one(const char *path, bool required, const char *sysfs_root, Con
         return 0;
 }
 
+/* A MaxUnprivilegedTimeoutSec= the files set above the longest timeout any
+ * request may have (the files' MaxTimeoutSec=, or --max-timeout) promises
+ * what no caller gets: refused where it was set. */
+static int check_timeouts(const Options *o, const Config *c, const char *max_at, const char *unprivileged_at) {
+        bool cli = o->cli_set & CONFIG_SET_MAX_TIMEOUT;
+        uint32_t max = cli ? o->config.limits.max_timeout_sec : c->limits.max_timeout_sec;
+        if (!unprivileged_at[0] || c->limits.max_unprivileged_timeout_sec <= max)
+                return 0;
+        log_error("Bad configuration: %s: MaxUnprivilegedTimeoutSec: %" PRIu32 " s is above MaxTimeoutSec (%" PRIu32
+                  " s, %s), the longest timeout any request may have",
+                  unprivileged_at, c->limits.max_unprivileged_timeout_sec, max, cli ? "--max-timeout" : max_at);
+        return -EINVAL;
+}
+
 /* Reads the configuration (config_files()) into o->config, keeping
  * command-line values. A missing default file is fine; a missing explicit
  * one or a bad one is not. On error nothing in o->config changes. */
@@ -379,12 +394,21 @@ int options_load_config(Options *o, char **ret_state_dir) {
                 .battery_floor = PMQOS_LATENCY_NONE,
         };
         unsigned set = 0;
+        char max_at[PATH_MAX + 16] = "the default", unprivileged_at[PATH_MAX + 16] = "";
 
         *ret_state_dir = NULL;
         int r = config_files(o, &files);
-        for (size_t i = 0; r >= 0 && i < files.n; i++)
+        for (size_t i = 0; r >= 0 && i < files.n; i++) {
                 r = load_one(files.paths[i], i == 0 && o->config_path_given, o->config.core.sysfs_root, &c, &set);
+                if (r >= 0 && c.max_timeout_line > 0)
+                        snprintf(max_at, sizeof(max_at), "%s:%u", files.paths[i], c.max_timeout_line);
+                if (r >= 0 && c.max_unprivileged_timeout_line > 0)
+                        snprintf(unprivileged_at, sizeof(unprivileged_at), "%s:%u", files.paths[i],
+                                 c.max_unprivileged_timeout_line);
+        }
         config_files_done(&files);
+        if (r >= 0)
+                r = check_timeouts(o, &c, max_at, unprivileged_at);
         if (r < 0) {
                 config_done(&c);
                 return r;

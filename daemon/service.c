@@ -228,6 +228,20 @@ bool service_restart_pending(sd_bus *bus) {
  * connection's first call, root's too, finds room. Below it, the kept calls
  * get what the held requests leave, or, if even these do not fit, half of
  * what is left past FD_BASE. */
+/* The hard limit, or the kernel's bound on it (fs.nr_open) when it has none. */
+static rlim_t fd_limit_ceiling(const struct rlimit *rl) {
+        if (rl->rlim_max != RLIM_INFINITY)
+                return rl->rlim_max;
+        rlim_t nr_open = 1024u * 1024u; /* the kernel's default */
+        FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+        unsigned long long v;
+        if (f && fscanf(f, "%llu", &v) == 1 && v > 0)
+                nr_open = (rlim_t) v;
+        if (f)
+                fclose(f);
+        return nr_open;
+}
+
 unsigned service_raise_fd_limit(const Limits *l) {
         struct rlimit rl;
         rlim_t fixed = (rlim_t) l->max_held * 2 + FD_BASE;
@@ -236,16 +250,15 @@ unsigned service_raise_fd_limit(const Limits *l) {
 
         if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
                 return KEPT_MIN;
-        rlim_t cur = rl.rlim_cur;
-        if (cur < want) {
-                rlim_t old = rl.rlim_cur;
-                cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
-                rl.rlim_cur = cur;
-                if (cur > old && setrlimit(RLIMIT_NOFILE, &rl) < 0) {
-                        log_warning_errno(-errno, "Cannot raise the descriptor limit to %llu: %m.",
-                                          (unsigned long long) cur);
-                        cur = getrlimit(RLIMIT_NOFILE, &rl) < 0 ? 0 : rl.rlim_cur;
-                }
+        /* As systemd's daemons do: the soft limit up to the hard one (a
+         * service manager's or a shell's soft 1024 is for select()). */
+        rlim_t cur = rl.rlim_cur, ceiling = fd_limit_ceiling(&rl);
+        if (cur < ceiling) {
+                rl.rlim_cur = ceiling;
+                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        log_debug_errno(-errno, "Cannot raise the descriptor limit to %llu: %m.",
+                                        (unsigned long long) ceiling);
+                cur = getrlimit(RLIMIT_NOFILE, &rl) < 0 ? cur : rl.rlim_cur;
         }
         if (cur >= want)
                 return (unsigned) kept;
@@ -258,16 +271,20 @@ unsigned service_raise_fd_limit(const Limits *l) {
         rlim_t least = cur / 4 / CALLS_FDS_PER_MESSAGE;
         least = least > KEPT_MIN ? KEPT_MIN : least > 0 ? least : 1;
         room = room < least ? least : room > kept ? kept : room;
-        /* Short of the held requests' part: said as ever. Short of the
-         * waiting calls' only (never under the unit, whose LimitNOFILE= fits
-         * the defaults): fewer calls wait, told when verbose. */
+        /* Short of the held requests' part even at the hard limit: one
+         * warning. Short of the waiting calls' only (never under the unit,
+         * whose LimitNOFILE= fits the defaults): fewer calls wait, told when
+         * verbose. */
         if (cur < fixed)
-                log_warning("The descriptor limit (%llu) is below what MaxHeldRequests=%u needs (%llu): raise "
-                            "LimitNOFILE= or lower MaxHeldRequests.",
-                            (unsigned long long) cur, l->max_held, (unsigned long long) fixed);
-        log_debug("The descriptor limit (%llu) leaves room for %llu waiting calls of the %llu that MaxPending=%u and "
-                  "MaxClients=%u may make wait (LimitNOFILE=%llu fits them).",
-                  (unsigned long long) cur, (unsigned long long) room, (unsigned long long) kept, l->max_pending,
-                  l->max_clients, (unsigned long long) want);
+                log_warning("The descriptor limit (%llu) is below what MaxHeldRequests=%u needs (%llu) "
+                            "and leaves room for %llu waiting calls of %llu: raise LimitNOFILE= (to %llu) or lower "
+                            "MaxHeldRequests.",
+                            (unsigned long long) cur, l->max_held, (unsigned long long) fixed,
+                            (unsigned long long) room, (unsigned long long) kept, (unsigned long long) want);
+        else
+                log_debug("The descriptor limit (%llu) leaves room for %llu waiting calls of the %llu that "
+                          "MaxPending=%u and MaxClients=%u may make wait (LimitNOFILE=%llu fits them).",
+                          (unsigned long long) cur, (unsigned long long) room, (unsigned long long) kept,
+                          l->max_pending, l->max_clients, (unsigned long long) want);
         return (unsigned) room;
 }

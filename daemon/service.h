@@ -20,10 +20,11 @@ void service_take_stored_fds(CoreConfig *core);
  * kernel keeps our bounds while we restart; a stop releases them. The held
  * requests' ones taken back go to m's holds, and new ones go to the store. */
 void service_store_device_fds(Manager *m, const CoreConfig *core);
-/* Raises RLIMIT_NOFILE's soft limit (up to the hard one) to fit MaxHeldRequests
- * held requests (two descriptors each at most: a cgroup and its
- * cgroup.events) and the descriptors of every call that may wait, besides
- * everything else. Logged when it cannot. Returns how many waiting calls'
+/* Raises RLIMIT_NOFILE's soft limit to the hard one, as systemd's daemons
+ * do; one warning when that is still short of MaxHeldRequests held requests
+ * (two descriptors each at most: a cgroup and its cgroup.events) besides
+ * everything else, and a debug line when short of the descriptors of every
+ * call that may wait. Returns how many waiting calls'
  * messages the limit leaves room for (calls_set_max_kept()). */
 unsigned service_raise_fd_limit(const Limits *l);
 /* Whether the service manager stops us only to start us again (systemctl

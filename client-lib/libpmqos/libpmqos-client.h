@@ -112,3 +112,20 @@ int client_list(pmqos_client *c, pmqos_request_info **ret, size_t *ret_n);
 int client_read_request_info(sd_bus_message *m, pmqos_request_info *info, bool *ret_empty);
 /* Handles what arrived (signals, a broker restart). */
 int client_dispatch(pmqos_client *c);
+
+/* The readers of a{sv} answers (libpmqos-read.c), for libpmqos-explain.c and libpmqos-ledger.c. */
+int read_string(sd_bus_message *m, char **ret);
+int read_bool(sd_bus_message *m, bool *ret);
+/* Calls item(m, array + i * size) for each a{sv} of an aa{sv} variant, into a
+ * new array of at most max entries. */
+int read_array(sd_bus_message *m, size_t size, size_t max, int (*item)(sd_bus_message *m, void *entry),
+               void (*done)(void *entry), void **ret, size_t *ret_n);
+/* Runs field(m, key index, userdata) for every entry of an a{sv}, skipping unknown keys. */
+int read_dict(sd_bus_message *m, const char *const *keys, unsigned n_keys,
+              int (*field)(sd_bus_message *m, unsigned key, void *userdata), void *userdata);
+/* (libpmqos-explain.c) One CPU of Explain()'s cpus: its keys "cpu", "bound", "resume_latency",
+ * "foreign", "cstates" by index into a pmqos_cpu_info; what it holds freed. */
+int cpu_field(sd_bus_message *m, unsigned key, void *userdata);
+void cpu_done(void *entry);
+/* Explain()'s cpus into e->cpus, and what the bounds cost there into e->cpu_costs. */
+int explain_read_cpus(sd_bus_message *m, pmqos_explanation *e);

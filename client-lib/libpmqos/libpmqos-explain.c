@@ -16,100 +16,6 @@
 #define EXPLAIN_HOLDERS_MAX 4096u
 #define EXPLAIN_RULES_MAX 1024u
 
-/* Marks key i of a dictionary as seen; a second time is -EBADMSG. */
-static int see(unsigned *seen, unsigned i) {
-        if (*seen & (1u << i))
-                return -EBADMSG;
-        *seen |= 1u << i;
-        return 0;
-}
-
-static int key_index(const char *key, const char *const *keys, unsigned n) {
-        for (unsigned i = 0; i < n; i++)
-                if (strcmp(key, keys[i]) == 0)
-                        return (int) i;
-        return -1;
-}
-
-static int read_string(sd_bus_message *m, char **ret) {
-        const char *s;
-        int r = sd_bus_message_read(m, "v", "s", &s);
-        if (r < 0)
-                return r;
-        free(*ret);
-        return (*ret = strdup(s)) ? 0 : -ENOMEM;
-}
-
-static int read_bool(sd_bus_message *m, bool *ret) {
-        int b = 0, r = sd_bus_message_read(m, "v", "b", &b);
-        *ret = b;
-        return r;
-}
-
-/* Calls item(m, array + i * size) for each a{sv} of an aa{sv} variant, into a
- * new array of at most max entries. */
-static int read_array(sd_bus_message *m, size_t size, size_t max, int (*item)(sd_bus_message *m, void *entry),
-                      void (*done)(void *entry), void **ret, size_t *ret_n) {
-        char *items = NULL;
-        size_t n = 0;
-        int r = sd_bus_message_enter_container(m, 'v', "aa{sv}");
-        if (r >= 0)
-                r = sd_bus_message_enter_container(m, 'a', "a{sv}");
-        while (r >= 0 && (r = sd_bus_message_at_end(m, false)) == 0) {
-                if (n == max) {
-                        r = -EBADMSG;
-                        break;
-                }
-                char *p = realloc(items, (n + 1) * size);
-                if (!p) {
-                        r = -ENOMEM;
-                        break;
-                }
-                items = p;
-                memset(items + n * size, 0, size);
-                n++;
-                r = item(m, items + (n - 1) * size);
-        }
-        if (r >= 0)
-                r = sd_bus_message_exit_container(m);
-        if (r >= 0)
-                r = sd_bus_message_exit_container(m);
-        if (r < 0) {
-                for (size_t i = 0; i < n; i++)
-                        done(items + i * size);
-                free(items);
-                return r;
-        }
-        *ret = items;
-        *ret_n = n;
-        return 0;
-}
-
-/* Runs field(m, key index, userdata) for every entry of an a{sv}, skipping unknown keys. */
-static int read_dict(sd_bus_message *m, const char *const *keys, unsigned n_keys,
-                     int (*field)(sd_bus_message *m, unsigned key, void *userdata), void *userdata) {
-        unsigned seen = 0;
-        int r = sd_bus_message_enter_container(m, 'a', "{sv}");
-        while (r >= 0 && (r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
-                const char *key;
-                r = sd_bus_message_read(m, "s", &key);
-                if (r < 0)
-                        break;
-                int i = key_index(key, keys, n_keys);
-                if (i < 0)
-                        r = sd_bus_message_skip(m, "v");
-                else if ((r = see(&seen, (unsigned) i)) >= 0)
-                        r = field(m, (unsigned) i, userdata);
-                if (r >= 0)
-                        r = sd_bus_message_exit_container(m);
-        }
-        if (r >= 0)
-                r = sd_bus_message_exit_container(m);
-        return r;
-}
-
-/* ---- C-states ---- */
-
 static const char *const cstate_keys[] = { "name", "latency", "allowed", "disabled", "usage", "time" };
 
 static int cstate_field(sd_bus_message *m, unsigned key, void *userdata) {
@@ -144,9 +50,7 @@ static int cstate_item(sd_bus_message *m, void *entry) {
 
 /* ---- CPUs ---- */
 
-static const char *const cpu_keys[] = { "cpu", "bound", "resume_latency", "foreign", "cstates" };
-
-static void cpu_done(void *entry) {
+void cpu_done(void *entry) {
         pmqos_cpu_info *cpu = entry;
         for (size_t k = 0; k < cpu->n_cstates; k++)
                 cstate_done(&cpu->cstates[k]);
@@ -154,7 +58,7 @@ static void cpu_done(void *entry) {
         free(cpu->resume_latency);
 }
 
-static int cpu_field(sd_bus_message *m, unsigned key, void *userdata) {
+int cpu_field(sd_bus_message *m, unsigned key, void *userdata) {
         pmqos_cpu_info *cpu = userdata;
         switch (key) {
         case 0:
@@ -169,15 +73,6 @@ static int cpu_field(sd_bus_message *m, unsigned key, void *userdata) {
                 return read_array(m, sizeof(pmqos_cstate_info), EXPLAIN_CSTATES_MAX, cstate_item, cstate_done,
                                   (void **) &cpu->cstates, &cpu->n_cstates);
         }
-}
-
-static int cpu_item(sd_bus_message *m, void *entry) {
-        pmqos_cpu_info *cpu = entry;
-        cpu->bound = -1;
-        int r = read_dict(m, cpu_keys, 5, cpu_field, cpu);
-        if (r >= 0 && !cpu->resume_latency && !(cpu->resume_latency = strdup("")))
-                r = -ENOMEM;
-        return r;
 }
 
 /* An "au" of CPU numbers, at most EXPLAIN_CPUS_MAX. */
@@ -316,6 +211,70 @@ static int rule_item(sd_bus_message *m, void *entry) {
 
 /* ---- the explanation ---- */
 
+/* Explain()'s cpus, with what the bounds cost on each (the ledger's
+ * figures, LIBPMQOS_1.5), split into e->cpus and e->cpu_costs. */
+/* A CPU as read, split afterwards into e->cpus and e->cpu_costs. */
+typedef struct CpuRead {
+        pmqos_cpu_info info;
+        pmqos_cpu_cost_info cost;
+        bool has_cost;
+} CpuRead;
+
+static const char *const cpu_read_keys[] = { "cpu",     "bound",        "resume_latency",  "foreign",
+                                             "cstates", "shallow_idle", "blocked_entries", "verified" };
+
+static int cpu_read_field(sd_bus_message *m, unsigned key, void *userdata) {
+        CpuRead *p = userdata;
+        if (key < 5)
+                return cpu_field(m, key, &p->info);
+        p->has_cost = true;
+        if (key == 5)
+                return sd_bus_message_read(m, "v", "t", &p->cost.shallow_idle_usec);
+        if (key == 6)
+                return sd_bus_message_read(m, "v", "t", &p->cost.blocked_entries);
+        return read_bool(m, &p->cost.verified);
+}
+
+static int cpu_read_item(sd_bus_message *m, void *entry) {
+        CpuRead *p = entry;
+        p->info.bound = -1;
+        int r = read_dict(m, cpu_read_keys, 8, cpu_read_field, p);
+        if (r >= 0 && !p->info.resume_latency && !(p->info.resume_latency = strdup("")))
+                r = -ENOMEM;
+        p->cost.cpu = p->info.cpu;
+        return r;
+}
+
+static void cpu_read_done(void *entry) {
+        cpu_done(&((CpuRead *) entry)->info);
+}
+
+int explain_read_cpus(sd_bus_message *m, pmqos_explanation *e) {
+        CpuRead *read = NULL;
+        size_t n = 0;
+        int r = read_array(m, sizeof(CpuRead), EXPLAIN_CPUS_MAX, cpu_read_item, cpu_read_done, (void **) &read, &n);
+        if (r < 0)
+                return r;
+        bool costs = n > 0 && read[0].has_cost;
+        e->cpus = calloc(n ? n : 1, sizeof(pmqos_cpu_info));
+        e->cpu_costs = costs ? calloc(n, sizeof(pmqos_cpu_cost_info)) : NULL;
+        if (!e->cpus || (costs && !e->cpu_costs)) {
+                for (size_t i = 0; i < n; i++)
+                        cpu_read_done(&read[i]);
+                free(read);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                e->cpus[i] = read[i].info;
+                if (costs)
+                        e->cpu_costs[i] = read[i].cost;
+        }
+        e->n_cpus = n;
+        e->n_cpu_costs = costs ? n : 0;
+        free(read);
+        return 0;
+}
+
 static const char *const explanation_keys[] = { "effective",
                                                 "kernel",
                                                 "floor",
@@ -368,8 +327,7 @@ static int explanation_field(sd_bus_message *m, unsigned key, void *userdata) {
                 return read_array(m, sizeof(pmqos_holder_info), EXPLAIN_HOLDERS_MAX, holder_item, holder_done,
                                   (void **) &e->holders, &e->n_holders);
         case 6:
-                return read_array(m, sizeof(pmqos_cpu_info), EXPLAIN_CPUS_MAX, cpu_item, cpu_done, (void **) &e->cpus,
-                                  &e->n_cpus);
+                return explain_read_cpus(m, e); /* libpmqos-ledger.c: with what the bounds cost */
         case 7:
                 return read_bool(m, &e->kernel_ignores_writes);
         case 8:
@@ -406,6 +364,7 @@ _public_ pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e) {
         for (size_t i = 0; i < e->n_cpus; i++)
                 cpu_done(&e->cpus[i]);
         free(e->cpus);
+        free(e->cpu_costs);
         for (size_t i = 0; i < e->n_rules; i++)
                 rule_info_done(&e->rules[i]);
         free(e->rules);

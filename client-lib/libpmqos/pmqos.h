@@ -310,6 +310,12 @@ typedef struct pmqos_explanation {
          * of identical CPUs, by its lowest CPU (cpus is then NULL). */
         pmqos_cpu_group_info *cpu_groups;
         size_t n_cpu_groups;
+        /* Added with LIBPMQOS_1.5: from pmqos_explain(), what the bounds
+         * cost on each CPU since pmqosd started, cpu_costs[i] for cpus[i]
+         * (NULL, 0 from a pmqosd without the ledger, and from
+         * pmqos_explain_folded()). */
+        struct pmqos_cpu_cost_info *cpu_costs;
+        size_t n_cpu_costs;
 } pmqos_explanation;
 
 /* The broker's Explain(), computed when asked. Free with
@@ -324,6 +330,36 @@ int pmqos_explain(pmqos_client *c, pmqos_explanation **ret);
  * LIBPMQOS_1.3. */
 int pmqos_explain_folded(pmqos_client *c, pmqos_explanation **ret);
 pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e);
+
+/* ---- the ledger: what the bounds cost (since LIBPMQOS_1.5) ---- */
+
+/* One CPU's, from the kernel's cpuidle counters: a state is blocked when
+ * its exit latency exceeds the bound the kernel applies on that CPU. */
+typedef struct pmqos_cpu_cost_info {
+        uint32_t cpu;
+        uint64_t shallow_idle_usec; /* idle time spent while a state was blocked */
+        uint64_t blocked_entries;   /* entries into blocked states meanwhile: 0 when the kernel obeys */
+        bool verified;              /* a state is blocked and none was entered since the bound took effect */
+} pmqos_cpu_cost_info;
+
+/* One holder that has bound a CPU (Ledger()). */
+typedef struct pmqos_ledger_row {
+        char *kind;         /* "request", "floor", "battery-floor", "rule", "external" or "other" (older rows folded) */
+        uint32_t uid;       /* 4294967295: not known */
+        char *comm;         /* its process name; "" if not known */
+        char *unit;         /* its systemd unit; "" if none */
+        uint32_t cookie;    /* its last request's; 0 for others */
+        bool active;        /* it binds a CPU with a state blocked now */
+        uint64_t held_usec; /* wall time it bound, summed over CPUs */
+        uint64_t shallow_idle_usec; /* summed over CPUs */
+        uint64_t blocked_entries;
+} pmqos_ledger_row;
+
+/* The broker's Ledger(): every holder's row (at most a few dozen), as of
+ * the call. Free with pmqos_ledger_free(). A pmqosd without it answers
+ * UnknownMethod: -EBADR. */
+int pmqos_ledger(pmqos_client *c, pmqos_ledger_row **ret, size_t *ret_n);
+pmqos_ledger_row *pmqos_ledger_free(pmqos_ledger_row *rows, size_t n);
 
 /* ---- change notifications and event loops ---- */
 

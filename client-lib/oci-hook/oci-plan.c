@@ -144,8 +144,22 @@ static bool within(uint32_t cpu, const uint32_t *set, size_t n) {
         return false;
 }
 
-int oci_plan_confine(const OciPlan *plan, const char *config_cpus, bool machine_wide, const char *conf_path, char *err,
-                     size_t size) {
+/* The plan's CPUs (its list, else the cpuset) hold every online CPU: the
+ * whole machine in all but name. Unknown online CPUs count as all. */
+static bool every_online(const OciPlan *plan, const uint32_t *set, size_t n, const char *online) {
+        uint32_t *on = NULL;
+        size_t n_on = 0;
+        if (!online || cpu_list_parse(online, &on, &n_on) < 0)
+                return true;
+        bool all = true;
+        for (size_t i = 0; i < n_on && all; i++)
+                all = plan->cpus ? within(on[i], plan->cpus, plan->n_cpus) : within(on[i], set, n);
+        free(on);
+        return all;
+}
+
+int oci_plan_confine(const OciPlan *plan, const char *config_cpus, const char *online, bool machine_wide,
+                     const char *conf_path, char *err, size_t size) {
         if (!plan->act)
                 return 0;
         char shown[41];
@@ -173,6 +187,12 @@ int oci_plan_confine(const OciPlan *plan, const char *config_cpus, bool machine_
                         r = oci_error(err, size, -EPERM,
                                       OCI_ANN_CPUS " names CPU %u, outside the container's cpuset \"%s\"",
                                       plan->cpus[i], oci_shown(config_cpus, shown, sizeof(shown)));
+        if (r == 0 && !machine_wide && every_online(plan, set, n, online))
+                r = oci_error(
+                        err, size, -EPERM,
+                        "its CPUs are every online CPU (%s): the whole machine, which MachineWide=deny in %s refuses",
+                        online ? oci_shown(online, shown, sizeof(shown)) : "unknown",
+                        oci_shown(conf_path, (char[121]){ 0 }, 121));
         free(set);
         return r;
 }

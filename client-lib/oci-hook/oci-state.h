@@ -57,11 +57,12 @@ int oci_plan_make(const OciState *s, OciPlan *plan, char *err, size_t err_size);
 void oci_plan_done(OciPlan *plan);
 /* Keeps the plan within the container's own CPUs: config_cpus is its cpuset
  * (linux.resources.cpu.cpus, NULL when it has none). An explicit list must
- * lie within it; a bound that reaches every CPU (no list, or no cpuset) needs
- * machine_wide (MachineWide=allow in conf_path). 0, or -EPERM (-EINVAL for a
- * cpuset that is no CPU list) with err set. */
-int oci_plan_confine(const OciPlan *plan, const char *config_cpus, bool machine_wide, const char *conf_path, char *err,
-                     size_t err_size);
+ * lie within it; a bound that reaches every CPU (no list, no cpuset, or CPUs
+ * that are all of online, the machine's online CPU list, NULL when unknown)
+ * needs machine_wide (MachineWide=allow in conf_path). 0, or -EPERM (-EINVAL
+ * for a cpuset that is no CPU list) with err set. */
+int oci_plan_confine(const OciPlan *plan, const char *config_cpus, const char *online, bool machine_wide,
+                     const char *conf_path, char *err, size_t err_size);
 /* The message, formatted into err; returns errnum (a negative errno). */
 int oci_error(char *err, size_t size, int errnum, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Text from outside, fit for a one-line message: printable ASCII (anything

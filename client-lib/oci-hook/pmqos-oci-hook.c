@@ -23,6 +23,7 @@
 #include "oci-target.h"
 #include "pmqos.h"
 #include "util/cpuidle.h"
+#include "util/file-io.h"
 
 #define HOOK_TIMEOUT_SEC 5 /* the whole hook, bus included: never a hang */
 
@@ -166,6 +167,14 @@ static int cstate_usec(const char *id, const char *name, int32_t *ret) {
         return -1;
 }
 
+/* The machine's online CPUs ("0-3"), or NULL when they cannot be read. */
+static char *online_cpus(char *buf, size_t size) {
+        if (read_small_at(AT_FDCWD, "/sys/devices/system/cpu/online", buf, size) <= 0)
+                return NULL;
+        buf[strcspn(buf, "\n")] = 0;
+        return buf;
+}
+
 /* The plan, within the container's CPUs, with its value; 1 to go on, or
  * 0 and *status after saying why. */
 static int decide(OciState *s, OciPlan *plan, char **config_cpus, int *status) {
@@ -190,7 +199,9 @@ static int decide(OciState *s, OciPlan *plan, char **config_cpus, int *status) {
                 return 0;
         const char *conf;
         bool machine_wide = machine_wide_allowed(&conf);
-        if (oci_plan_confine(plan, *config_cpus, machine_wide, conf, err, sizeof(err)) < 0)
+        char online[4096];
+        if (oci_plan_confine(plan, *config_cpus, online_cpus(online, sizeof(online)), machine_wide, conf, err,
+                             sizeof(err)) < 0)
                 return *status = complain(s->id, "%s", err), 0;
         if (plan->cstate && cstate_usec(s->id, plan->cstate, &plan->usec) < 0)
                 return *status = fail_status, 0;

@@ -83,10 +83,20 @@ void print_cpu_bounds(const pmqos_explanation *e, const pmqos_request_info *reqs
 int status_check(const pmqos_explanation *e);
 /* status --json (pmqosctl-status-json.c). */
 void print_explanation_json(const pmqos_explanation *e);
+/* pmqosctl-cost.c: the cost of the bounds in force ("Cost:" lines of
+ * status, from Ledger()), and cpus[i]'s figures of it as JSON keys. */
+void print_cost(pmqos_client *c, const pmqos_explanation *e);
+void json_cpu_cost(const pmqos_explanation *e, size_t i);
 
 int verb_status(int argc, char *argv[]);
+int verb_metrics(int argc, char *argv[]);
 int verb_list(int argc, char *argv[]);
 int verb_hold(int argc, char *argv[]);
 int verb_request(int argc, char *argv[]);
 int verb_run(int argc, char *argv[]);
 int verb_check_config(int argc, char *argv[]);
+/* pmqosctl run's setup failure: says why, returns 125 (pmqosctl-run-serve.c). */
+#define EXIT_RUN_FAILED 125 /* pmqosctl run itself failed: COMMAND did not run */
+int setup_fail(const char *what, const char *why);
+/* --serve DIR as a descriptor to mount through, or -1 after saying why (pmqosctl-run-serve.c). */
+int open_serve_dir(const char *dir);

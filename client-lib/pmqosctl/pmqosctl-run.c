@@ -22,7 +22,6 @@
 #include <fuse_lowlevel.h>
 #include <getopt.h>
 #include <linux/capability.h>
-#include <linux/openat2.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -42,7 +41,6 @@
 #include "standin/standin-fs.h"
 #include "util/cpu-list.h"
 
-#define EXIT_RUN_FAILED 125 /* pmqosctl itself failed: COMMAND did not run */
 #define EXIT_CANNOT_RUN 126
 #define EXIT_NOT_FOUND 127
 
@@ -152,11 +150,6 @@ static void unmount_quietly(struct fuse *f) {
                 close(null);
 }
 
-static int setup_fail(const char *what, const char *why) {
-        fprintf(stderr, "pmqosctl run: cannot set up the stand-in device: %s: %s\n", what, why);
-        return EXIT_RUN_FAILED;
-}
-
 /* The stand-in mounted on setup->dir (and, as root, our own mount
  * namespace). 0, or an exit status after saying why. */
 static int mount_standin(run_setup *setup, struct fuse *f) {
@@ -261,46 +254,6 @@ static int run_loop(standin *s, pid_t child, int sfd, int ready, const run_setup
                 return 0;
         kill(child, SIGTERM);
         return EXIT_RUN_FAILED;
-}
-
-static int openat_no_links(int at, const char *path) {
-        struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS };
-        return (int) syscall(SYS_openat2, at, path, &how, sizeof(how));
-}
-
-/* DIR for --serve, made if missing, as a descriptor: resolved without
- * following a symbolic link anywhere on its path (a link planted at DIR or
- * at any directory above it is refused, not followed), a real directory
- * owned by root. Mounting through this descriptor, a DIR swapped after the
- * check changes nothing. The descriptor, or -1 after saying why. */
-static int open_serve_dir(const char *dir) {
-        char parent[64];
-        const char *base = strrchr(dir, '/') + 1; /* absolute: checked by run_parse() */
-        snprintf(parent, sizeof(parent), "%.*s", (int) (base - dir), dir);
-        if (!base[0] || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
-                return setup_fail(dir, "--serve wants a directory's path, not ending in /, . or .."), -1;
-        int pfd = openat_no_links(AT_FDCWD, parent);
-        if (pfd >= 0 && mkdirat(pfd, base, 0755) < 0 && errno != EEXIST) {
-                int e = errno;
-                close(pfd);
-                return setup_fail(dir, strerror(e)), -1;
-        }
-        int fd = pfd < 0 ? -1 : openat_no_links(pfd, base);
-        int e = errno;
-        if (pfd >= 0)
-                close(pfd);
-        struct stat st;
-        if (fd >= 0 && fstat(fd, &st) == 0 && (st.st_uid == 0 || st.st_uid == getuid()))
-                return fd;
-        if (fd >= 0) {
-                close(fd);
-                return setup_fail(dir, "not owned by root: refusing to serve over it"), -1;
-        }
-        if (e == ELOOP)
-                return setup_fail(dir, "it, or a directory above it, is a symbolic link: refusing to follow it"), -1;
-        if (e == ENOTDIR)
-                return setup_fail(dir, "not a directory (a path through something else)"), -1;
-        return setup_fail(dir, strerror(e)), -1;
 }
 
 /* --serve DIR: the stand-in on DIR in the host's mount namespace, for

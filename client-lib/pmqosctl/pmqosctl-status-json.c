@@ -47,7 +47,9 @@ void print_explanation_json(const pmqos_explanation *e) {
                 printf("%s\n  {\"cpu\": %" PRIu32 ", \"bound\": %" PRIi32 ", \"resume_latency\": ", i ? "," : "",
                        cpu->cpu, json_usec(cpu->bound));
                 json_string(cpu->resume_latency);
-                printf(", \"foreign\": %s, \"cstates\": [", json_bool(cpu->foreign));
+                printf(", \"foreign\": %s", json_bool(cpu->foreign));
+                json_cpu_cost(e, i);
+                printf(", \"cstates\": [");
                 for (size_t k = 0; k < cpu->n_cstates; k++) {
                         const pmqos_cstate_info *st = &cpu->cstates[k];
                         printf("%s{\"name\": ", k ? ", " : "");

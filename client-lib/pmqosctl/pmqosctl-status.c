@@ -413,8 +413,10 @@ int verb_status(int argc, char *argv[]) {
                         r = status_check(v.e);
                 else if (json)
                         print_explanation_json(v.e);
-                else
+                else {
                         print_status(&v, NULL, 0);
+                        print_cost(client, v.e);
+                }
                 status_view_clear(&v);
         }
         pmqos_client_free(client);

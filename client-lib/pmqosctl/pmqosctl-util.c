@@ -49,7 +49,12 @@ char *broker_reason(pmqos_client *c, int r) {
         if (r == -EHOSTDOWN || (r == -ECONNREFUSED && !msg))
                 msg = pmqos_strerror(r);
         char *clean = term_text(msg ?: pmqos_strerror(r));
-        if (clean && r == -EACCES && denied_hint) {
+        /* A refusal for an action our hints do not describe (a persistent
+         * or long request, another user's workload) says itself what would
+         * allow the call: a hint of ours after it would contradict it. */
+        bool says_why = msg && (strstr(msg, "org.freedesktop.pmqos.request-latency-persistent") ||
+                                strstr(msg, "org.freedesktop.pmqos.request-latency-for-others"));
+        if (clean && r == -EACCES && denied_hint && !says_why) {
                 char *with_hint = NULL;
                 if (asprintf(&with_hint, "%s (%s)", clean, denied_hint) >= 0) {
                         free(clean);

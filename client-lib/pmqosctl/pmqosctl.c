@@ -201,6 +201,7 @@ static void help(void) {
                "  cancel COOKIE                end a request\n"
                "  set-minimum USEC|none        set or clear the administrator floor\n"
                "  monitor [--json]             print changes as they happen\n"
+               "  metrics [--textfile PATH]    what pmqosd holds and what its bounds cost, for Prometheus\n"
                "  run [--reason TEXT] [--cpus LIST] [--clamp USEC] -- COMMAND…\n"
                "                               run COMMAND with a stand-in /dev/cpu_dma_latency\n"
                "  check-config [FILE]          check pmqosd's configuration and drop-ins (pmqosd --check-config)\n\n"
@@ -217,15 +218,11 @@ int main(int argc, char *argv[]) {
                 bool may_authorize; /* it changes something: a password agent on a terminal */
                 const char *denied_hint;
         } verbs[] = {
-                { "status", verb_status, false, NULL },
-                { "list", verb_list, false, NULL },
-                { "hold", verb_hold, true, HINT_REQUEST },
-                { "request", verb_request, true, HINT_REQUEST },
-                { "cancel", verb_cancel, true, HINT_ADMIN },
-                { "set-minimum", verb_set_minimum, true, HINT_ADMIN },
-                { "monitor", verb_monitor, false, NULL },
-                { "run", verb_run, true, HINT_REQUEST },
-                { "check-config", verb_check_config, false, NULL },
+                { "status", verb_status, false, NULL },      { "list", verb_list, false, NULL },
+                { "hold", verb_hold, true, HINT_REQUEST },   { "request", verb_request, true, HINT_REQUEST },
+                { "cancel", verb_cancel, true, HINT_ADMIN }, { "set-minimum", verb_set_minimum, true, HINT_ADMIN },
+                { "monitor", verb_monitor, false, NULL },    { "run", verb_run, true, HINT_REQUEST },
+                { "metrics", verb_metrics, false, NULL },    { "check-config", verb_check_config, false, NULL },
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },

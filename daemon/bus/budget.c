@@ -52,6 +52,10 @@ struct Budget {
         uint64_t unknown_unread;
         unsigned n_pings;
         unsigned long n_dropped; /* calls left unanswered, for the log */
+        /* Tests only (PMQOSD_TEST_FREEZE_BUDGET_CLOCK=1): the buckets' clock
+         * stood still here, so that no bucket refills and what a burst of
+         * calls gets does not depend on how fast pmqosd runs. 0: it runs. */
+        uint64_t frozen_usec;
         sd_bus_slot *filter, *departures;
         uint64_t (*now)(void); /* now_usec(), or a test's clock */
 };
@@ -60,6 +64,11 @@ static uint64_t now_usec(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
         return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+/* The clock the buckets refill by. */
+static uint64_t budget_now(const Budget *b) {
+        return b->frozen_usec ? b->frozen_usec : b->now();
 }
 
 /* What a listing of at most limit requests costs (a page cannot hold more
@@ -87,6 +96,8 @@ uint64_t budget_estimate(const Core *core, const char *interface, const char *me
         /* Identical CPUs fold into one group: small on the largest machine. */
         if (strcmp(member, "ExplainFolded") == 0)
                 return 4096 + 64 * (uint64_t) core->cpus.n_fds;
+        if (strcmp(member, "Ledger") == 0)
+                return 512 + 384 * (uint64_t) LEDGER_ROWS_MAX;
         if (strcmp(member, "ListRequests") == 0 || strcmp(member, "GetLatencyRequests") == 0)
                 return requests_estimate(core, SIZE_MAX);
         /* The arguments are not read here: priced as the largest page. */
@@ -105,7 +116,7 @@ static bool user_idle(const Budget *b, const UserBudget *u, uint64_t now) {
  * (so that connecting anew never refills it); the idle ones go when the
  * table has grown. */
 static void users_sweep(Budget *b) {
-        uint64_t now = b->now();
+        uint64_t now = budget_now(b);
         UserBudget *u;
         for (size_t i = 0; hashmap_next(&b->users, &i, (void **) &u);)
                 if (user_idle(b, u, now)) {
@@ -123,7 +134,7 @@ static UserBudget *user_get(Budget *b, uint32_t uid) {
         u = calloc(1, sizeof(UserBudget));
         if (!u)
                 return NULL;
-        *u = (UserBudget){ .uid = uid, .tokens = b->limits->max_calls_per_sec_per_uid, .last_usec = b->now() };
+        *u = (UserBudget){ .uid = uid, .tokens = b->limits->max_calls_per_sec_per_uid, .last_usec = budget_now(b) };
         if (hashmap_put(&b->users, &u->uid, u) < 0) {
                 free(u);
                 return NULL;
@@ -277,7 +288,7 @@ static void ask_ping(Budget *b, ConnBudget *cb) {
 }
 
 static bool take_tokens(Budget *b, UserBudget *u, double n) {
-        uint64_t now = b->now();
+        uint64_t now = budget_now(b);
         double rate = b->limits->max_calls_per_sec_per_uid;
         u->tokens += (double) (now - u->last_usec) * rate / 1e6;
         if (u->tokens > rate)
@@ -432,6 +443,11 @@ int budget_new(Budget **ret, sd_bus *bus, Clients *clients, Calls *calls, const 
         };
         hashmap_init(&b->conns, &hashmap_string_ops);
         hashmap_init(&b->users, &hashmap_u32_ops);
+        const char *freeze = getenv("PMQOSD_TEST_FREEZE_BUDGET_CLOCK");
+        if (freeze && strcmp(freeze, "1") == 0) {
+                b->frozen_usec = now_usec();
+                log_warning("PMQOSD_TEST_FREEZE_BUDGET_CLOCK=1 (for tests): no caller's call bucket ever refills.");
+        }
         int r = sd_bus_match_signal(bus, &b->departures, "org.freedesktop.DBus", "/org/freedesktop/DBus",
                                     "org.freedesktop.DBus", "NameOwnerChanged", on_name_owner_changed, b);
         if (r >= 0)

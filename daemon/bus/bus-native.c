@@ -9,6 +9,7 @@
 
 #include "bus/actions.h"
 #include "bus/bus.h"
+#include "bus/ledger-reply.h"
 #include "bus/request-entry.h"
 #include "bus/request-options.h"
 #include "model/store-page.h"
@@ -299,6 +300,8 @@ const sd_bus_vtable bus_native_vtable[] = {
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ExplainFolded", SD_BUS_NO_ARGS, SD_BUS_RESULT("a{sv}", explanation),
                                 method_explain_folded, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Ledger", SD_BUS_NO_ARGS, SD_BUS_RESULT("aa{sv}", rows), bus_method_ledger,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListRequestsPage", SD_BUS_ARGS("u", after, "u", max),
                                 SD_BUS_RESULT("aa{sv}", requests, "u", next), method_list_requests_page,
                                 SD_BUS_VTABLE_UNPRIVILEGED),

@@ -7,6 +7,7 @@
 #include "bus/calls.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -241,15 +242,31 @@ static void on_auth_result(AuthResult result, void *userdata) {
         answered(pc);
 }
 
+/* A request that outlives its caller: what it needs, and what would allow
+ * it (group pmqos's rule grants only request-latency). */
+static int refuse_persistent(const Limits *l, const char *name, sd_bus_error *error) {
+        return sd_bus_error_setf(error, name,
+                                 "A persistent request, or one with a timeout over %" PRIu32
+                                 " s (MaxUnprivilegedTimeoutSec), needs " ACTION_REQUEST_LATENCY_PERSISTENT
+                                 ", which polkit did not grant (group pmqos does not give it): an administrator's "
+                                 "password does (retry allowing interactive authorization, e.g. on a terminal or with "
+                                 "sudo), or ask a timeout of at most %" PRIu32 " s.",
+                                 l->max_unprivileged_timeout_sec, l->max_unprivileged_timeout_sec);
+}
+
 /* The refusal names the action, so that the caller knows what to ask for:
- * another user's target needs more than a request of one's own. */
-static int auth_answer(AuthResult result, const char *action, sd_bus_error *error) {
+ * another user's target needs more than a request of one's own, a request
+ * that outlives its caller more than a group member has. */
+static int auth_answer(const Limits *l, AuthResult result, const char *action, sd_bus_error *error) {
         bool others = action && strcmp(action, ACTION_REQUEST_LATENCY_FOR_OTHERS) == 0;
+        bool persistent = action && strcmp(action, ACTION_REQUEST_LATENCY_PERSISTENT) == 0;
         const char *what = others ? "The target is another user's process or cgroup: this" : "This";
         switch (result) {
         case AUTH_ALLOWED:
                 return 1;
         case AUTH_CHALLENGE:
+                if (persistent)
+                        return refuse_persistent(l, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED, error);
                 return sd_bus_error_setf(error, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED,
                                          "%s needs authentication (%s): retry allowing interactive authorization.",
                                          what, action ? action : "polkit");
@@ -262,6 +279,8 @@ static int auth_answer(AuthResult result, const char *action, sd_bus_error *erro
                                          "%s (not running, failing, or not in time); retry later.",
                                          action ? action : "it");
         }
+        if (persistent)
+                return refuse_persistent(l, SD_BUS_ERROR_ACCESS_DENIED, error);
         if (others)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "%s needs %s, which polkit did not grant.",
                                          what, action);
@@ -302,7 +321,7 @@ static int ask(Calls *calls, PendingCall *pc, Client *c, const char *action, boo
         if (r < 0) {
                 log_caller_warning_errno(r, "Cannot check authorization of %s for %s: %m", c->name, action);
                 pending_free(pc);
-                return auth_answer(AUTH_UNAVAILABLE, action, error);
+                return auth_answer(calls->limits, AUTH_UNAVAILABLE, action, error);
         }
         return 0;
 }
@@ -321,7 +340,7 @@ int call_authorize(Calls *calls, sd_bus_message *message, Client *c, const char 
                 if (pc->state != CALL_ANSWERED)
                         return 0;
                 if (strcmp(pc->action, action) == 0)
-                        return auth_answer(pc->result, action, error);
+                        return auth_answer(calls->limits, pc->result, action, error);
                 /* The call needs another action than polkit answered for (a
                  * reload changed MaxUnprivilegedTimeoutSec meanwhile): that
                  * answer is stale, polkit is asked again. Still counted. */

@@ -101,13 +101,22 @@ static int append_cstates(sd_bus_message *reply, const CpuFacts *f, size_t n) {
         return r < 0 ? r : explain_close_entry(reply);
 }
 
-static int append_cpu(sd_bus_message *reply, const CpuFacts *f) {
+/* What the ledger (sys/ledger.h) charged this CPU, sampled by the round. */
+static int append_cost(sd_bus_message *reply, const Ledger *l, uint32_t cpu) {
+        LedgerCost cost = cpu < l->n ? l->cpus[cpu].cost : (LedgerCost){};
+        return sd_bus_message_append(reply, "{sv}{sv}{sv}", "shallow_idle", "t", cost.shallow_idle, "blocked_entries",
+                                     "t", cost.blocked_entries, "verified", "b", (int) ledger_verified(l, cpu));
+}
+
+static int append_cpu(sd_bus_message *reply, const Core *c, const CpuFacts *f) {
         int r = sd_bus_message_open_container(reply, 'a', "{sv}");
         if (r >= 0)
                 r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}", "cpu", "u", f->cpu, "bound", "i", f->bound,
                                           "resume_latency", "s", f->text, "foreign", "b", (int) f->foreign);
         if (r >= 0 && f->listed)
                 r = explain_append_writer(reply, "foreign_writer", foreign_watch_writer(f->foreign_watch, f->cpu, -1));
+        if (r >= 0)
+                r = append_cost(reply, &c->ledger, f->cpu);
         if (r >= 0)
                 r = append_cstates(reply, f, 1);
         return r < 0 ? r : sd_bus_message_close_container(reply);
@@ -125,7 +134,7 @@ int explain_append_cpus(sd_bus_message *reply, const Core *c, int32_t kernel, co
                 f.listed = true;
                 f.foreign_watch = c->foreign;
                 if (r >= 0) {
-                        r = append_cpu(reply, &f);
+                        r = append_cpu(reply, c, &f);
                         free(f.text);
                 }
         }

@@ -112,6 +112,8 @@ static int append_holders(sd_bus_message *reply, const HolderScan *scan) {
 static int append_cpus(Explainer *e, sd_bus_message *reply, int32_t kernel, bool folded) {
         const CpuTable *tables;
         uint32_t n;
+        if (!folded)
+                core_ledger_query(e->core);
         int r = cpu_tables_get(&e->tables, &e->core->cpus, &tables, &n);
         if (r < 0)
                 return r;

@@ -112,11 +112,12 @@ static int refuse_target(int r, const char *why, sd_bus_error *error) {
         return sd_bus_error_setf(error, PMQOS_ERROR_FAILED, "Cannot read what the target is: %s.", strerror(-r));
 }
 
-/* The kept copy of target watched by a new hold: the pidfd, or the directory. */
-static int hold_target(Manager *m, const Target *t, int target, Hold **ret, sd_bus_error *error) {
+/* The descriptor a new hold watches: a copy of the pidfd, or pmqosd's own
+ * descriptor of the cgroup (taken from t). */
+static int hold_target(Manager *m, Target *t, int target, Hold **ret, sd_bus_error *error) {
         /* Each failure returns its own negative value (with error set where the
          * caller should read a sentence): *ret is set exactly when r >= 0. */
-        int fd = fcntl(target, F_DUPFD_CLOEXEC, 3);
+        int fd = t->kind == TARGET_CGROUP ? t->fd : fcntl(target, F_DUPFD_CLOEXEC, 3);
         if (fd < 0) {
                 if (errno != EMFILE && errno != ENFILE)
                         return -errno;
@@ -124,6 +125,8 @@ static int hold_target(Manager *m, const Target *t, int target, Hold **ret, sd_b
                                         "pmqosd cannot open another descriptor now; retry later.");
                 return -EMFILE;
         }
+        if (t->kind == TARGET_CGROUP)
+                t->fd = -1; /* the hold's now, or closed below */
         int r = t->kind == TARGET_PROCESS ? hold_new_process(&m->holds, fd, ret) : hold_new_cgroup(&m->holds, fd, ret);
         if (r >= 0)
                 return r;
@@ -146,6 +149,11 @@ int action_request_for(Manager *m, sd_bus_message *message, const NewRequest *nr
 
         /* What the target is, and whose, is read anew at each run: a pending
          * polkit check must not decide for a target that changed owner. */
+        if (bus_gate_is_refused(m->gate, target))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                         "pmqosd keeps as many descriptors it could not close safely as it may, for "
+                                         "your user or in all (sent on file systems that may never answer); the "
+                                         "target was dropped unseen. Try again later.");
         int r = target_identify(target, &t, why, sizeof(why));
         if (r < 0)
                 return refuse_target(r, why, error);

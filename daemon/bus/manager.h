@@ -33,6 +33,7 @@ typedef struct ManagerConfig {
 typedef struct Manager {
         sd_event *event;
         sd_bus *bus;
+        BusGate *gate; /* main.c's: the bus reads through it */
         Core core;
         Clients clients;
         Calls calls;

@@ -199,9 +199,11 @@ static int on_publish(sd_event_source *s, void *userdata) {
 
 /* Whether more messages wait in the bus connection's socket: then this
  * change is one of a burst. */
-static bool bus_input_waiting(sd_bus *bus) {
-        int fd = sd_bus_get_fd(bus), n = 0;
-        return fd >= 0 && ioctl(fd, FIONREAD, &n) >= 0 && n > 0;
+static bool bus_input_waiting(const Publisher *p) {
+        int fd = sd_bus_get_fd(p->bus), n = 0;
+        if (fd < 0)
+                return bus_gate_input_waiting(p->gate);
+        return ioctl(fd, FIONREAD, &n) >= 0 && n > 0;
 }
 
 /* LatencyChanged and RequestsChanged: one per change, as the contract says. */
@@ -233,7 +235,7 @@ void publish_rest(Publisher *p, const ChangeSet *changes) {
         p->pending.battery |= changes->battery;
         if (!p->pending.latency && !p->pending.count && !p->pending.floor && !p->pending.battery)
                 return;
-        if (bus_input_waiting(p->bus))
+        if (bus_input_waiting(p))
                 (void) sd_event_source_set_enabled(p->publish_source, SD_EVENT_ONESHOT);
         else
                 (void) on_publish(p->publish_source, p);

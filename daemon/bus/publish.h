@@ -10,11 +10,13 @@
 #include <systemd/sd-event.h>
 
 #include "bus/client.h"
+#include "bus/gate.h"
 #include "core/core.h"
 
 typedef struct Publisher {
         sd_event *event;
-        sd_bus *bus; /* NULL until publisher_attach_bus(): nothing is emitted before */
+        sd_bus *bus;         /* NULL until publisher_attach_bus(): nothing is emitted before */
+        const BusGate *gate; /* what the bus reads through, when it does */
         Core *core;
         const Clients *clients;          /* counted when memory is given back */
         sd_event_source *expiry_source;  /* armed for the earliest deadline only */

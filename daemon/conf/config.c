@@ -114,6 +114,10 @@ static int parse_key(Config *c, const char *key, const char *value, unsigned lin
                 if (strcmp(key, nk->key) != 0)
                         continue;
                 *ret_bit = nk->bit;
+                if (nk->bit == CONFIG_SET_MAX_TIMEOUT)
+                        c->max_timeout_line = lineno;
+                else if (nk->bit == CONFIG_SET_MAX_UNPRIVILEGED_TIMEOUT)
+                        c->max_unprivileged_timeout_line = lineno;
                 if (parse_number(nk, value, &v) < 0)
                         *ret_expect = nk->expect;
                 else if (nk->is_seconds)
@@ -162,6 +166,7 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
         int r = 0;
 
         c.state_dir = NULL;
+        c.max_timeout_line = c.max_unprivileged_timeout_line = 0;
         c.default_floor_cstate = c.battery_floor_cstate = (ConfigCState){};
         KeyFile f;
         r = key_file_open(&f, path, text, len, CONFIG_FILE_MAX, err, err_size);

@@ -80,6 +80,10 @@ typedef struct Config {
         ConfigCState default_floor_cstate, battery_floor_cstate;
         char *state_dir; /* NULL: not set in the file */
         ForeignPolicy foreign_writes;
+        /* The lines of the last file read that set MaxTimeoutSec and
+         * MaxUnprivilegedTimeoutSec (0: it did not), for the loader to name
+         * where one is above the other. */
+        unsigned max_timeout_line, max_unprivileged_timeout_line;
 } Config;
 
 /* Which keys the file set (so that command-line options can win over them). */

@@ -6,6 +6,7 @@
 
 #include "core/core.h"
 #include "core/core-internal.h"
+#include "core/ledger-holders.h"
 #include "record/audit.h"
 
 #include <assert.h>
@@ -50,7 +51,8 @@ int core_init(Core *c, const CoreConfig *config) {
         };
         store_init(&c->store, config->seed);
         c->state_dir = strdup(config->state_dir);
-        if (!c->state_dir || cpu_sink_init(&c->cpus, config->sysfs_root) < 0) {
+        if (!c->state_dir || cpu_sink_init(&c->cpus, config->sysfs_root) < 0 ||
+            ledger_init(&c->ledger, config->sysfs_root, c->cpus.n_fds, NULL) < 0) {
                 log_error_errno(ENOMEM, "Cannot set up: %m");
                 return -ENOMEM;
         }
@@ -96,6 +98,7 @@ void core_done(Core *c) {
         sink_close(&c->sink);
         sink_close(&c->wakeup);
         cpu_sink_done(&c->cpus);
+        ledger_done(&c->ledger);
         free(c->state_dir);
         c->state_dir = NULL;
 }
@@ -188,7 +191,23 @@ static int apply(Sink *s, int32_t usec) {
         return r;
 }
 
-/* Brings the kernel and the state file to the store. */
+static void ledger_settle(Core *c, bool read_files) {
+        int32_t base = c->admin_floor >= 0 ? c->admin_floor : c->default_floor;
+        LedgerFacts f = { .store = &c->store,
+                          .cpus = &c->cpus,
+                          .sink = &c->sink,
+                          .effective = c->effective,
+                          .floor = core_floor(c),
+                          .battery_floor = c->on_battery && c->battery_floor > base };
+        ledger_holders_settle(&c->ledger, &f, read_files);
+}
+
+void core_ledger_query(Core *c) {
+        ledger_settle(c, true);
+        ledger_sample(&c->ledger);
+}
+
+/* Brings the kernel and the state file to the store, and the ledger to the kernel. */
 int core_commit(Core *c) {
         int32_t effective = effective_latency(store_min(&c->store), core_floor(c));
         int r;
@@ -212,6 +231,7 @@ int core_commit(Core *c) {
         }
         if (c->state_dirty || c->originals_dirty)
                 (void) core_save(c);
+        ledger_settle(c, false);
         return 0;
 }
 

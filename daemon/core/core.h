@@ -12,6 +12,7 @@
 #include "record/audit.h"
 #include "sys/cpu-sink.h"
 #include "sys/foreign-writes.h"
+#include "sys/ledger.h"
 #include "record/runtime-record.h"
 #include "sys/sink.h"
 #include "model/store.h"
@@ -47,6 +48,7 @@ typedef struct Core {
         Sink sink;
         Sink wakeup; /* /dev/cpu_wakeup_latency; fd -1 where the kernel has none */
         CpuSink cpus;
+        Ledger ledger; /* what the bounds cost, per CPU and holder (core/ledger-holders.h) */
         char *state_dir;
         uid_t state_owner;
         RuntimeRecord record;
@@ -161,6 +163,12 @@ int core_expire(Core *c, int64_t now, ChangeSet *changes);
 static inline int64_t core_next_deadline(const Core *c) {
         return store_next_expiry(&c->store);
 }
+
+/* The ledger (sys/ledger.h) as of now, for whoever asks (Explain, Ledger):
+ * the per-CPU files read, each CPU's holder settled
+ * (core/ledger-holders.h), every CPU with a blocked state sampled. After
+ * each commit the ledger is settled without reading the files. */
+void core_ledger_query(Core *c);
 
 /* Saves persistent requests, the floor and CPU originals; logs on failure and
  * keeps them in memory, to try again at the next change. */

@@ -134,7 +134,7 @@ static void entry(const char *id, const Request *r, int32_t old, int32_t new, ui
         }
         const char *text = message->oom || !message->data ? "(out of memory)" : message->data;
         if (!audit_to_journal())
-                log_text(6, text);
+                log_text_batched(6, text); /* written when the loop has nothing more to do (bus/log-batch.c) */
         else if (r)
                 (void) sd_journal_send("MESSAGE=%s", text, "MESSAGE_ID=%s", id, "PRIORITY=6", "COOKIE=%" PRIu32,
                                        r->cookie, "REQUEST_UID=%u", (unsigned) r->uid, "REQUEST_PID=%d", (int) r->pid,

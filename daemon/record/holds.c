@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@
 
 void holds_init(Holds *hs, sd_event *event, unsigned max, void (*ended)(Hold *first, void *userdata), void *userdata) {
         *hs = (Holds){ .event = event, .max = max, .ended = ended, .userdata = userdata, .epoll_fd = -1 };
+        removals_init(&hs->removals);
 }
 
 void holds_done(Holds *hs) {
@@ -47,6 +49,7 @@ void holds_done(Holds *hs) {
                 next = h->next;
                 hold_free(h);
         }
+        removals_done(&hs->removals);
         hs->source = sd_event_source_disable_unref(hs->source);
         if (hs->epoll_fd >= 0)
                 close(hs->epoll_fd);
@@ -96,6 +99,7 @@ Hold *hold_free(Hold *h) {
         hs->n--;
         hold_unstore(h);
         unwatch(h);
+        removal_unwatch(&hs->removals, &h->removal);
         if (h->fd >= 0)
                 close(h->fd);
         if (h->events_fd >= 0)
@@ -123,7 +127,7 @@ bool cgroup_events_populated(const char *text, size_t len) {
         return false;
 }
 
-/* -1: cannot be read (the cgroup is gone); else whether it is populated. */
+/* Negative: cannot be read (-ENODEV: the cgroup is gone); else whether it is populated. */
 static int read_populated(int events_fd) {
         char buf[256];
         ssize_t n = pread(events_fd, buf, sizeof(buf), 0);
@@ -150,6 +154,27 @@ static void end_all(Holds *hs, Hold *first) {
         }
 }
 
+/* h's target is gone: h leaves the set at once and joins the list of those
+ * that end together (once: a cgroup may be told twice, by its cgroup.events
+ * and by its parent directory). */
+static void mark_ended(Hold *h, Hold **ended) {
+        if (h->ending)
+                return;
+        unwatch_fired(h);
+        h->ending = true;
+        h->ended_next = *ended;
+        *ended = h;
+}
+
+/* A held cgroup's parent directory changed (a cgroup of it removed): is it
+ * still there, and populated? */
+static bool check_cgroup(RemovalLink *l, void *userdata) {
+        Hold *h = (Hold *) ((char *) l - offsetof(Hold, removal));
+        if (!h->ending && hold_over(h, 0))
+                mark_ended(h, userdata);
+        return !h->ending;
+}
+
 /* The private epoll set has a hold ready: every hold ready now is read (a
  * batch a call, until a call returns less than a batch: the set is empty),
  * those that ended leave the set at once and end together. */
@@ -171,13 +196,13 @@ static int on_ready(sd_event_source *s, int fd, uint32_t revents, void *userdata
         do {
                 n = epoll_wait(fd, events, HOLDS_BATCH, 0);
                 for (int i = 0; i < n; i++) {
-                        Hold *h = events[i].data.ptr;
-                        if (!hold_over(h, events[i].events))
+                        if (events[i].data.ptr == hs) {
+                                removals_read(&hs->removals, check_cgroup, &ended);
                                 continue;
-                        unwatch_fired(h);
-                        h->ending = true;
-                        h->ended_next = ended;
-                        ended = h;
+                        }
+                        Hold *h = events[i].data.ptr;
+                        if (!h->ending && hold_over(h, events[i].events))
+                                mark_ended(h, &ended);
                 }
         } while (n == HOLDS_BATCH || (n < 0 && errno == EINTR));
         if (n < 0 && errno != EINTR)
@@ -254,21 +279,42 @@ int hold_new_process(Holds *hs, int pidfd, Hold **ret) {
         return hold_new(hs, HOLD_PROCESS, pidfd, -1, EPOLLIN, ret);
 }
 
+/* h's cgroup's parent directory watched too, its inotify descriptor in the
+ * epoll set with the first. */
+static int watch_removal(Holds *hs, Hold *h) {
+        int new_fd;
+        int r = removal_watch(&hs->removals, &h->removal, h->fd, &new_fd);
+        if (r < 0 || new_fd < 0)
+                return r;
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = hs };
+        if (epoll_ctl(hs->epoll_fd, EPOLL_CTL_ADD, new_fd, &ev) < 0) {
+                r = -errno;
+                removal_unwatch(&hs->removals, &h->removal);
+                removals_done(&hs->removals); /* the descriptor too: the next hold tries anew */
+                removals_init(&hs->removals);
+                return r;
+        }
+        return 0;
+}
+
 int hold_new_cgroup(Holds *hs, int dir_fd, Hold **ret) {
         int events_fd = openat(dir_fd, "cgroup.events", O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         if (events_fd < 0)
                 return errno == ENOENT ? -ENOENT : -errno;
-        /* Watched first, read second: a change in between wakes us. */
+        /* Watched first (cgroup.events, then the removal), read second: a
+         * change in between wakes us. */
         int r = hold_new(hs, HOLD_CGROUP, dir_fd, events_fd, EPOLLPRI, ret);
         if (r < 0) {
                 close(events_fd);
                 return r;
         }
-        r = read_populated(events_fd);
+        r = watch_removal(hs, *ret);
+        if (r >= 0)
+                r = read_populated(events_fd);
         if (r <= 0) {
                 (*ret)->fd = -1; /* dir_fd stays the caller's on failure */
                 *ret = hold_free(*ret);
-                return r == 0 ? -ECHILD : r;
+                return r == 0 || r == -ENODEV ? -ECHILD : r;
         }
         return 0;
 }

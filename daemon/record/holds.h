@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
+#include "util/cgroup-removal.h"
 #include "model/store.h"
 #include "record/fd-name.h"
 
@@ -28,6 +29,7 @@ typedef struct Holds {
         sd_event *event;
         int epoll_fd;            /* the private epoll set of every hold's descriptor, from the first hold; else -1 */
         sd_event_source *source; /* epoll_fd on the event loop */
+        Removals removals;       /* held cgroups' parent directories, in the epoll set (its data: the Holds) */
         uint64_t ended_usec;     /* CLOCK_MONOTONIC: when holds last ended, or 0 */
         Hold *head;
         unsigned n;   /* live holds: each keeps one or two descriptors open */
@@ -55,7 +57,8 @@ struct Hold {
         bool ending;            /* ended() runs: the request goes, the hold stays until it returned */
         uint32_t stored_cookie; /* its name in the service manager's store, or 0 */
         Hold *prev, *next;
-        Hold *ended_next; /* ending: the next hold that ends with it */
+        Hold *ended_next;    /* ending: the next hold that ends with it */
+        RemovalLink removal; /* HOLD_CGROUP: its parent directory watched (cgroup-removal.h) */
 };
 
 void holds_init(Holds *hs, sd_event *event, unsigned max, void (*ended)(Hold *first, void *userdata), void *userdata);
@@ -69,9 +72,11 @@ void holds_done(Holds *hs);
 int hold_new_fd(Holds *hs, int fd, Hold **ret, int *ret_peer_fd);
 /* Takes pidfd: told when that process exits. */
 int hold_new_process(Holds *hs, int pidfd, Hold **ret);
-/* Takes dir_fd (a cgroup v2 directory): told when cgroup.events says
- * "populated 0", or the cgroup is removed. -ENOENT: no cgroup.events (the
- * root cgroup); -ECHILD: already empty. */
+/* Takes dir_fd (a cgroup v2 directory, opened through pmqosd's own cgroup2
+ * mount): told when cgroup.events says "populated 0", or when its parent
+ * directory says a cgroup was removed and cgroup.events says so or can be
+ * read no more. -ENOENT: no cgroup.events (the root cgroup); -ECHILD:
+ * already empty or removed. */
 int hold_new_cgroup(Holds *hs, int dir_fd, Hold **ret);
 /* Closes its descriptors; its request, if any, is not touched. NULL-safe. */
 Hold *hold_free(Hold *h);

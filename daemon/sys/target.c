@@ -7,6 +7,7 @@
 
 #include "sys/target.h"
 #include "util/file-io.h"
+#include "util/cgroup2.h"
 #include "util/macro.h"
 #include "util/text.h"
 
@@ -25,6 +26,9 @@
 void target_done(Target *t) {
         free(t->path);
         t->path = NULL;
+        if (t->kind == TARGET_CGROUP && t->fd >= 0)
+                close(t->fd);
+        t->fd = -1;
 }
 
 /* The value after "key:\t" on its own line, as a signed number. */
@@ -110,6 +114,10 @@ static int identify_process(int fd, int64_t pid, Target *t, char *err, size_t er
         return r;
 }
 
+/* The caller's mount of the cgroup (a subtree mounted anywhere, in a mount
+ * namespace of its own) says nothing: the cgroup is found again by the
+ * kernel's own words (a thread's cgroup, its id) in pmqosd's own cgroup2
+ * mount, and named by the path there. */
 static int identify_cgroup(int fd, const struct statx *st, Target *t, char *err, size_t err_size) {
         char path[64], link[4096];
 
@@ -117,15 +125,30 @@ static int identify_cgroup(int fd, const struct statx *st, Target *t, char *err,
                 snprintf(err, err_size, "The target is a file of a cgroup, not its directory.");
                 return -EINVAL;
         }
-        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        int own = cgroup2_reopen_here(fd, st->stx_ino);
+        if (own == -ECHILD) {
+                snprintf(err, err_size, "The cgroup has no process in it: its request would end at once.");
+                return -ESRCH;
+        }
+        if (own < 0) {
+                snprintf(err, err_size,
+                         "The cgroup is not one pmqosd's cgroup2 hierarchy shows (another cgroup "
+                         "namespace?).");
+                return -EREMOTE;
+        }
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", own);
         ssize_t n = readlink(path, link, sizeof(link) - 1);
-        if (n < 0)
-                return -errno;
+        if (n < 0) {
+                int e = errno;
+                close(own);
+                return -e;
+        }
         /* A cgroup's name is any bytes its creator chose: listings, the
          * log and the record get it cleaned, as a command line. */
         *t = (Target){ .kind = TARGET_CGROUP,
                        .uid = st->stx_uid,
                        .cgroup_id = st->stx_ino,
+                       .fd = own,
                        .path = text_clean(link, (size_t) n, sizeof(link)) };
         return t->path ? 0 : -ENOMEM;
 }
@@ -176,6 +199,23 @@ int target_identify(int fd, Target *ret, char *err, size_t err_size) {
         return -EINVAL;
 }
 
+/* The same two looks as target_identify(): the fdinfo, then the device
+ * of the inode as cached. */
+char target_close_kind(int fd) {
+        char path[64], buf[1024] = "";
+        int64_t pid = 0;
+        struct statx st;
+
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+        if (read_small_at(AT_FDCWD, path, buf, sizeof(buf)) >= 0 && field_i64(buf, "Pid", &pid) >= 0)
+                return 0;
+        if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &st) < 0)
+                return 'o';
+        if (device_is_cgroup2(st.stx_dev_major, st.stx_dev_minor))
+                return 0;
+        return S_ISREG(st.stx_mode) ? 'f' : S_ISSOCK(st.stx_mode) ? 's' : S_ISDIR(st.stx_mode) ? 'd' : 'o';
+}
+
 int target_reopen_process(pid_t pid, uint64_t start_time) {
         uid_t uid = 0;
         uint64_t start = 0;
@@ -197,9 +237,11 @@ int target_reopen_cgroup(const char *path, uint64_t id) {
         struct statfs sfs;
         struct stat st;
 
-        int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        /* pmqosd's own path of it (an older record may hold another's):
+         * opened below a cgroup2 mount of pmqosd's only, then checked. */
+        int fd = cgroup2_open_full(path);
         if (fd < 0)
-                return errno == ENOENT ? -ESRCH : -errno;
+                return errno == ENOENT || errno == EXDEV || errno == ELOOP ? -ESRCH : -errno;
         if (fstatfs(fd, &sfs) < 0 || fstat(fd, &st) < 0 || (uint32_t) sfs.f_type != CGROUP2_SUPER_MAGIC ||
             st.st_ino != id) {
                 close(fd);

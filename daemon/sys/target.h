@@ -26,15 +26,25 @@ typedef struct Target {
         pid_t pid;           /* TARGET_PROCESS, in pmqosd's pid namespace */
         uint64_t start_time; /* TARGET_PROCESS: /proc/PID/stat's starttime (clock ticks since boot) */
         uint64_t cgroup_id;  /* TARGET_CGROUP: the directory's inode, the kernel's cgroup id */
-        char *path;          /* TARGET_CGROUP: the directory as pmqosd sees it */
+        char *path;          /* TARGET_CGROUP: the directory's path in pmqosd's own mount namespace */
+        int fd;              /* TARGET_CGROUP: the directory, opened through pmqosd's own cgroup2 mount; else -1 */
 } Target;
 
 void target_done(Target *t);
 
 /* What fd is. -EINVAL: neither a pidfd nor a cgroup v2 directory; -ESRCH:
- * the process exited already; -EREMOTE: not in pmqosd's pid namespace; other
- * errors: /proc could not be read. The caller's sentence goes to err. */
+ * the process exited already, or the cgroup has none in it; -EREMOTE: not
+ * in pmqosd's pid namespace, or a cgroup pmqosd's cgroup2 mount does not
+ * show; other errors: /proc could not be read. The caller's sentence goes to
+ * err. A cgroup is named and opened as pmqosd's own mount shows it (Target.fd,
+ * Target.path), never through the caller's descriptor's mount. */
 int target_identify(int fd, Target *ret, char *err, size_t err_size);
+
+/* 0 when closing fd, the last copy of its file included, can never wait on
+ * anyone: a pidfd, or a file of cgroup2 (kernfs). Else what it is, for the
+ * refusal: 'f' a regular file, 's' a socket, 'd' a directory, 'o' other.
+ * Asks nothing of the descriptor's own file system. */
+char target_close_kind(int fd);
 
 /* Whether the process of pidfd has not exited: checked after reading
  * anything by its pid, so that what was read was that process's. */

@@ -32,15 +32,47 @@ bool log_is_verbose(void) {
         return verbose;
 }
 
+/* Batched lines (log_text_batched()), of the thread that made the first:
+ * at most PIPE_BUF bytes, so that their one write stays atomic on a pipe. */
+static char batch[LOG_BATCH_MAX];
+static size_t batch_len;
+static pthread_t batch_thread;
+static void (*batch_notify)(void *userdata);
+static void *batch_userdata;
+
+void log_set_batch_notify(void (*notify)(void *userdata), void *userdata) {
+        batch_notify = notify;
+        batch_userdata = userdata;
+}
+
+void log_flush(void) {
+        size_t done = 0;
+        while (done < batch_len) {
+                ssize_t n = write(STDERR_FILENO, batch + done, batch_len - done);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break; /* nowhere to log to: the lines go, as a failed writev's do */
+                done += (size_t) n;
+        }
+        batch_len = 0;
+}
+
+static void line_prefix(int level, char prefix[static 16]) {
+        (void) pthread_once(&journal_once, journal_init);
+        snprintf(prefix, 16, journal_prefix ? "<%d>" : "pmqosd: ", level);
+}
+
 /* One line to stderr in one write (atomic on a pipe: the polkit thread logs
- * too), cut at LOG_LINE_MAX bytes at a character boundary: the log stays UTF-8. */
+ * too), cut at LOG_LINE_MAX bytes at a character boundary: the log stays
+ * UTF-8. The batch of the same thread goes first: its lines came first. */
 static void write_line(int level, const char *text, size_t len) {
         if (len > LOG_LINE_MAX)
                 len = utf8_fit(text, LOG_LINE_MAX);
-        (void) pthread_once(&journal_once, journal_init);
-        char prefix[16] = "pmqosd: ";
-        if (journal_prefix)
-                snprintf(prefix, sizeof(prefix), "<%d>", level);
+        if (batch_len > 0 && pthread_equal(pthread_self(), batch_thread))
+                log_flush();
+        char prefix[16];
+        line_prefix(level, prefix);
         struct iovec iov[] = {
                 { .iov_base = prefix, .iov_len = strlen(prefix) },
                 { .iov_base = (void *) text, .iov_len = len },
@@ -63,6 +95,36 @@ void log_text(int level, const char *text) {
         if (level >= 7 && !verbose)
                 return;
         write_line(level, text, strlen(text));
+}
+
+/* n bytes of s (no terminator: the batch is bytes, not a string); the caller made room. */
+static void batch_append(const char *s, size_t n) {
+        memcpy(batch + batch_len, s, n);
+        batch_len += n;
+}
+
+void log_text_batched(int level, const char *text) {
+        if (level >= 7 && !verbose)
+                return;
+        if (!batch_notify || (batch_len > 0 && !pthread_equal(pthread_self(), batch_thread))) {
+                log_text(level, text);
+                return;
+        }
+        size_t len = strlen(text);
+        if (len > LOG_LINE_MAX)
+                len = utf8_fit(text, LOG_LINE_MAX);
+        char prefix[16];
+        line_prefix(level, prefix);
+        size_t plen = strlen(prefix);
+        if (batch_len + plen + len + 1 > sizeof(batch))
+                log_flush();
+        if (batch_len == 0) {
+                batch_thread = pthread_self();
+                batch_notify(batch_userdata);
+        }
+        batch_append(prefix, plen);
+        batch_append(text, len);
+        batch_append("\n", 1);
 }
 
 #define LOG_FN(name, level, cond)         \

@@ -13,6 +13,17 @@ void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_text(int level, const char *text);
 /* The longest line, in bytes; a longer one is cut at a character boundary. */
 #define LOG_LINE_MAX 2047u
+
+/* Lines written together: log_text_batched() keeps a line (in the order
+ * of the thread's other lines, which flush it first) until log_flush(), or
+ * until the next one would not fit in LOG_BATCH_MAX bytes (PIPE_BUF: one
+ * write stays atomic on a pipe). notify(userdata) is called when a batch
+ * begins, for its owner to flush it when the event loop has nothing more
+ * to do; without a notify set, log_text_batched() is log_text(). */
+#define LOG_BATCH_MAX 4096u
+void log_text_batched(int level, const char *text);
+void log_set_batch_notify(void (*notify)(void *userdata), void *userdata);
+void log_flush(void);
 void log_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

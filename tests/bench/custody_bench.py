@@ -18,7 +18,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from fixtures import Daemon, Kernel, PrivateBus, cpu_file, make_fake_sysfs, skip_notice, wait_for  # noqa: E402
+from fixtures import Daemon, Kernel, PrivateBus, skip_notice, wait_for  # noqa: E402
+from fake_sysfs import cpu_file, make_fake_sysfs  # noqa: E402
 from large_sysfs import make_large_sysfs  # noqa: E402
 
 TARGET = 1.5

@@ -27,10 +27,10 @@ static bool in_list(uint32_t cpu, const char *list) {
 
 static void check_confined(const OciPlan *plan, const char *config_cpus) {
         char err[OCI_ERR_MAX] = "";
-        if (oci_plan_confine(plan, config_cpus, true, "x.conf", err, sizeof(err)) < 0 &&
+        if (oci_plan_confine(plan, config_cpus, "0-3", true, "x.conf", err, sizeof(err)) < 0 &&
             (!config_cpus || !err[0] || strchr(err, '\n')))
                 abort(); /* with MachineWide=allow only a broken cpuset is refused */
-        if (oci_plan_confine(plan, config_cpus, false, "x.conf", err, sizeof(err)) < 0) {
+        if (oci_plan_confine(plan, config_cpus, "0-3", false, "x.conf", err, sizeof(err)) < 0) {
                 if (!err[0] || strchr(err, '\n'))
                         abort();
                 return;
@@ -42,6 +42,15 @@ static void check_confined(const OciPlan *plan, const char *config_cpus) {
         for (size_t i = 0; plan->cpus && i < plan->n_cpus; i++)
                 if (!in_list(plan->cpus[i], config_cpus))
                         abort();
+        size_t covered = 0; /* nor every online CPU ("0-3"): the whole machine in all but name */
+        for (uint32_t c = 0; c < 4; c++)
+                for (size_t i = 0; i < (plan->cpus ? plan->n_cpus : 1); i++)
+                        if (plan->cpus ? plan->cpus[i] == c : in_list(c, config_cpus)) {
+                                covered++;
+                                break;
+                        }
+        if (covered == 4)
+                abort();
 }
 
 static void check_plan(const OciState *s, const char *config_cpus) {

@@ -4,7 +4,7 @@ calls Explain() in a loop: shared by test_explain and the Explain bench."""
 
 import os
 
-from fixtures import make_fake_sysfs
+from fake_sysfs import make_fake_sysfs
 
 # One CPU model: (name, latency); usage and time differ per CPU, C8 is
 # disabled on odd CPUs.

@@ -17,19 +17,9 @@ import unittest
 from gi.repository import GLib
 
 from contract import INVALID, NATIVE_IFACE, PEER
-from fixtures import (
-    BrokerTestCase,
-    IS_ROOT,
-    NOBODY,
-    PMQOSD,
-    SOURCE_ROOT,
-    TIME_SCALE,
-    main,
-    make_fake_sysfs,
-    proc_status,
-    skip_notice,
-    strace,
-)
+from fixtures import (BrokerTestCase, IS_ROOT, NOBODY, PMQOSD, SOURCE_ROOT, TIME_SCALE, main, proc_status,
+                      skip_notice, strace)
+from fake_sysfs import make_fake_sysfs
 from hostenv import POLKIT_USERS
 from adversary import AdversaryTestCase, UNDER_WRAPPER, polkit_ready, set_up_module, tear_down_module
 

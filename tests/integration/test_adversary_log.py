@@ -52,9 +52,10 @@ class TestAuditBudget(AdversaryTestCase):
         root = self.client()
         root.call("SetMinimumLatency", "si", "cpu_dma", 0)
         cookie = root.request(640)
-        out = self.daemon.output()
-        self.assertIn("The floor went from none to 0 µs", out)
-        self.assertIn("New request %d of uid 0" % cookie, out)
+        # Audit lines are written when pmqosd's loop has nothing more to do: maybe just after the reply.
+        self.assert_eventually(lambda: "New request %d of uid 0" % cookie in self.daemon.output(),
+                               what="the request's audit line")
+        self.assertIn("The floor went from none to 0 µs", self.daemon.output())
         root.call("SetMinimumLatency", "si", "cpu_dma", -1)
         self.assertIntact(expected_latency=640)
 
@@ -67,14 +68,18 @@ class TestPolkitWarnings(AdversaryTestCase):
         """libpolkit's own GLib warnings (a caller gone before polkitd looked)
         bypassed pmqosd's limit: 1,000 cycles made ~600 lines a second."""
         _ = self.daemon
+        t = time.monotonic()
         a = self.attacker(NOBODY, "cycles", 1000)
         self.assertEqual(a.result(timeout=300), {"cycles": 1000})
         time.sleep(2)
         noise = [line for line in self.daemon.output().splitlines()
                  if not re.search(r"(New|Changed|Ended) request \d+ of|The effective latency bound went|"
                                   r"The floor went|left the bus|Checked \d+ previous|Serving ", line)]
-        # LOG_CALLER_BURST lines a window, and one saying how many were left out.
-        self.assertLessEqual(len(noise), 45, "\n".join(noise[:60]))
+        # LOG_CALLER_BURST (20) lines a window of 10 s, and one saying how
+        # many were left out: a slow pmqosd (valgrind) spreads the attack
+        # over more windows; here ~2 s, 45 lines at most.
+        windows = int((time.monotonic() - t) // 10) + 2
+        self.assertLessEqual(len(noise), 21 * windows + 3, "\n".join(noise[:60]))
         self.assertIntact()
 
 

@@ -12,8 +12,8 @@ import subprocess
 import time
 
 from contract import BUS_NAME, DBUS_IFACE, DBUS_PATH, NATIVE_IFACE, PATH, PROPS, UPOWER_BUS_NAME
-from fixtures import (CSTATE_LATENCY, BrokerTestCase, NOBODY, forge_signal, main, make_cstate_sysfs, owner_of,
-                      skip_notice, strace)
+from fixtures import BrokerTestCase, NOBODY, forge_signal, main, owner_of, skip_notice, strace
+from fake_sysfs import CSTATE_LATENCY, make_cstate_sysfs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 UPOWER_POLICY = """<policy user="root">

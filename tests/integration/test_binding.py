@@ -5,6 +5,7 @@ live broker and the real device."""
 import ctypes
 import errno
 import os
+import re
 import subprocess
 import sys
 
@@ -20,12 +21,14 @@ if _lib and "PMQOS_TEST_REEXEC" not in os.environ:
                   dict(os.environ, LD_PRELOAD=":".join(_pre), ASAN_OPTIONS="detect_leaks=0",
                        PMQOS_TEST_REEXEC="1"))
 
-sys.path.insert(0, os.environ.get("PMQOS_PYTHONPATH", os.path.join(os.path.dirname(__file__), "..", "..",
-                                                                    "bindings", "python")))
+BINDING_DIR = os.path.abspath(os.environ.get("PMQOS_PYTHONPATH", os.path.join(os.path.dirname(__file__), "..", "..",
+                                                                              "bindings", "python")))
+sys.path.insert(0, BINDING_DIR)
 import pmqos  # noqa: E402
 
 from contract import NATIVE_IFACE
-from fixtures import BrokerTestCase, IS_ROOT, NOBODY, PrivateBus, ROUNDS, cpu_hog, main, setpriv, wait_for  # noqa: E402
+from fixtures import (BrokerTestCase, IS_ROOT, NOBODY, PrivateBus, ROUNDS, SOURCE_ROOT, cpu_hog, main, setpriv,  # noqa: E402
+                      wait_for, without_writers)
 
 
 class BindingTestCase(BrokerTestCase):
@@ -56,8 +59,8 @@ class TestClient(BindingTestCase):
         with pmqos.Client() as c:
             cookie = c.request(90, reason="explained")
             got = c.explain()
-            bus = self.client().call("Explain", None, iface=NATIVE_IFACE)[0]
-            # The same keys and values as the D-Bus dictionary; the C-states'
+            bus = without_writers(self.client().call("Explain", None, iface=NATIVE_IFACE)[0])
+            # The same keys and values as the D-Bus dictionary (less the writers); the C-states'
             # residency counters are live (read at call time): later, never less.
             counters = [(a.pop(k), b.pop(k)) for cg, cb in zip(got["cpus"], bus["cpus"])
                         for a, b in zip(cg["cstates"], cb["cstates"]) for k in ("usage", "time")]
@@ -116,7 +119,7 @@ class TestClient(BindingTestCase):
         self.start_daemon()
         with pmqos.Client() as c:
             got = c.explain()
-        bus = self.client().call("Explain", None, iface=NATIVE_IFACE)[0]
+        bus = without_writers(self.client().call("Explain", None, iface=NATIVE_IFACE)[0])
         for e in (got, bus):
             for cpu in e["cpus"]:
                 cpu.pop("cstates")  # live residency counters
@@ -252,6 +255,74 @@ class TestClient(BindingTestCase):
         finally:
             os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = self.bus.address
             empty.stop()
+
+
+class TestFirstContact(BindingTestCase):
+    """What a new user of the module meets first (SPEC "First contact
+    additions"): its version, hold() on some CPUs, a missing library said as
+    such, and the README's ways to use it from a build tree or a venv."""
+
+    def python(self, interpreter, code, **env):
+        return subprocess.run([interpreter, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              timeout=60, env=dict(os.environ, PYTHONPATH=BINDING_DIR, **env))
+
+    def test_version(self):
+        with open(os.path.join(SOURCE_ROOT, "meson.build")) as f:
+            version = re.search(r"project\('pmqos'.*?version : '([^']+)'", f.read(), re.S).group(1)
+        self.assertEqual(pmqos.__version__, version)
+        self.assertIn("__version__", pmqos.__all__)
+
+    def test_hold_on_some_cpus(self):
+        self.start_daemon()
+        root = self.client()
+        with pmqos.hold(45, reason="render", cpus=[0]) as h:
+            listed = {r["cookie"]: r for r in root.call("ListRequests", None, iface=NATIVE_IFACE)[0]}
+            self.assertEqual((listed[h.cookie]["cpus"], listed[h.cookie]["reason"]), ([0], "render"))
+        wait_for(lambda: root.requests() == [], what="the hold to end")
+        with self.assertRaises(pmqos.InvalidArgument):
+            pmqos.hold(45, cpus=[-1])
+
+    def test_library_missing_or_unusable(self):
+        """Before: a bare OSError ("libpmqos.so.1: cannot open shared object
+        file"), or an AttributeError for a library without pmqos_*."""
+        not_elf = os.path.join(self.bus.dir, "libpmqos.so.1")
+        with open(not_elf, "w") as f:
+            f.write("not a library\n" * 20)  # long enough to be read as ELF, and refused
+        code = ("import pmqos\ntry:\n    pmqos.Client()\nexcept pmqos.Error as e:\n"
+                "    print(type(e).__name__, isinstance(e, OSError), e)\n")
+        for library, why in (("/nonexistent/libpmqos.so.1", "No such file"), (not_elf, "invalid ELF header"),
+                             ("libc.so.6", "pmqos_client_new")):
+            proc = self.python(sys.executable, code, PMQOS_LIBRARY=library)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertTrue(proc.stdout.startswith("LibraryUnavailable True "), proc.stdout)
+            self.assertIn(library, proc.stdout)
+            self.assertIn(why, proc.stdout)
+
+    def test_readme_build_tree_and_venv(self):
+        """The README's build-tree line, with an interpreter that has no gi
+        or dbus module: a venv of its own (Debian's python3 -m venv)."""
+        self.start_daemon()
+        venv = os.path.join(self.bus.dir, "venv")
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", venv], check=True, timeout=120)
+        python = os.path.join(venv, "bin", "python3")
+        self.assertNotEqual(self.python(python, "import gi").returncode, 0)  # really without
+        with open(os.path.join(SOURCE_ROOT, "README.md")) as f:
+            readme = f.read()
+        line = [x for x in readme.splitlines() if x.startswith("PYTHONPATH=bindings/python ")][0]
+        library = os.environ.get("PMQOS_LIBRARY", os.path.join(SOURCE_ROOT, "build", "client-lib", "libpmqos.so.1"))
+        cmd = line.replace("python3 ", python + " ", 1).replace("build/client-lib/libpmqos.so.1", library)
+        proc = subprocess.run(["sh", "-c", cmd], cwd=SOURCE_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=60)
+        self.assertEqual((proc.returncode, proc.stdout.strip()), (0, pmqos.__version__), proc.stderr)
+        # The module linked into the venv's site-packages, as the README says for an installed one.
+        purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                 stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+        os.symlink(os.path.join(BINDING_DIR, "pmqos"), os.path.join(purelib, "pmqos"))
+        code = "import pmqos\nwith pmqos.Client() as c:\n    c.request(61)\n    print(c.latency)\n"
+        proc = subprocess.run([python, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              timeout=60, env=dict(os.environ, PMQOS_LIBRARY=library))
+        self.assertEqual((proc.returncode, proc.stdout.strip()), (0, "61"), proc.stderr)
+        self.assertKernelReleased()
 
 
 if __name__ == "__main__":

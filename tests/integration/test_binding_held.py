@@ -28,7 +28,8 @@ sys.path.insert(0, os.environ.get("PMQOS_PYTHONPATH", os.path.join(os.path.dirna
 import pmqos  # noqa: E402
 
 from contract import NATIVE_IFACE  # noqa: E402
-from fixtures import BrokerTestCase, main, make_fake_sysfs, read_cpu, wait_for  # noqa: E402
+from fixtures import BrokerTestCase, main, wait_for  # noqa: E402
+from fake_sysfs import make_fake_sysfs, read_cpu  # noqa: E402
 from held_util import make_cgroup  # noqa: E402
 
 

@@ -13,9 +13,9 @@ import subprocess
 import tempfile
 import unittest
 
-from contract import NATIVE_IFACE
-from fixtures import (CSTATE_LATENCY, CSTATE_NAMES, BrokerTestCase, PMQOSD, SOURCE_ROOT, main, make_cstate_sysfs,
-                      wait_for)
+from contract import NATIVE_IFACE, POLICY_FILE
+from fixtures import BrokerTestCase, PMQOSD, SOURCE_ROOT, main, wait_for
+from fake_sysfs import CSTATE_LATENCY, CSTATE_NAMES, make_cstate_sysfs
 
 
 class TestCheckConfig(unittest.TestCase):
@@ -147,11 +147,72 @@ class TestCheckConfig(unittest.TestCase):
         self.assertEqual(proc.returncode, 1)
         self.assertIn('main.conf.d/20-b.conf:1: MaxTimeoutSec: invalid value "soon"', proc.stderr)
 
+    def test_unprivileged_timeout_above_the_longest(self):
+        """MaxUnprivilegedTimeoutSec above MaxTimeoutSec promises what no
+        request may have: refused with the file, line and key that set it,
+        whichever file sets the other (accepted before)."""
+        bad = self.write("unpriv.conf", "[pmqosd]\nMaxTimeoutSec=1h\n# callers without persistent\n"
+                                        "MaxUnprivilegedTimeoutSec=2h\n")
+        proc = self.check(bad)
+        self.assertEqual((proc.returncode, proc.stderr),
+                         (1, "pmqosd: Bad configuration: %s:4: MaxUnprivilegedTimeoutSec: 7200 s is above "
+                             "MaxTimeoutSec (3600 s, %s:2), the longest timeout any request may have\n" % (bad, bad)))
+        # Lowered by a drop-in: the drop-in's line named too.
+        main_file = self.write("main.conf", "[pmqosd]\nMaxUnprivilegedTimeoutSec=600\n")
+        os.mkdir(main_file + ".d")
+        drop_in = self.write("main.conf.d/50-short.conf", "MaxTimeoutSec=300\n")
+        proc = self.check(main_file)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("%s:2: MaxUnprivilegedTimeoutSec: 600 s is above MaxTimeoutSec (300 s, %s:1)"
+                      % (main_file, drop_in), proc.stderr)
+        # --max-timeout wins over the files: it is what is compared.
+        proc = self.check(self.write("ok.conf", "MaxUnprivilegedTimeoutSec=600\n"), "--max-timeout", "5min")
+        self.assertIn("MaxUnprivilegedTimeoutSec: 600 s is above MaxTimeoutSec (300 s, --max-timeout)", proc.stderr)
+        # Equal, or only MaxTimeoutSec lowered below the default 300 s, is fine.
+        for text in ("MaxTimeoutSec=600\nMaxUnprivilegedTimeoutSec=600\n", "MaxTimeoutSec=60\n"):
+            proc = self.check(self.write("fine.conf", text))
+            self.assertEqual((proc.returncode, proc.stderr), (0, ""), text)
+
     def test_reload_checks_first(self):
         with open(os.path.join(SOURCE_ROOT, "dbus", "pmqosd.service.in")) as f:
             reloads = [line for line in f.read().splitlines() if line.startswith("ExecReload=")]
         self.assertEqual(reloads, ["ExecReload=+@libexecdir@/pmqosd --check-config",
                                    "ExecReload=+/bin/kill -HUP $MAINPID"])
+
+
+class TestAdministratorDocs(unittest.TestCase):
+    def test_every_polkit_action_documented(self):
+        """Each action of the shipped policy has its row in the README's
+        table and its entry in pmqosd(8)'s AUTHORIZATION (request-latency-for-others
+        had neither)."""
+        with open(os.path.join(SOURCE_ROOT, "policy", POLICY_FILE)) as f:
+            actions = re.findall(r'<action id="([^"]+)"', f.read())
+        self.assertEqual(len(actions), 5, actions)
+        with open(os.path.join(SOURCE_ROOT, "README.md")) as f:
+            readme = f.read()
+        with open(os.path.join(SOURCE_ROOT, "daemon", "pmqosd.8")) as f:
+            page = f.read()
+        section = page[page.index(".SH AUTHORIZATION"):page.index(".SH RESTARTS")]
+        for action in actions:
+            self.assertTrue(re.search(r"\n *\| `%s` \| [^|]+ \| [^|]+ \|\n" % re.escape(action), readme),
+                            "README's table has no row for " + action)
+            self.assertTrue(".TP\n.B %s\n" % action.replace("-", "\\-") in section,
+                            "pmqosd(8) AUTHORIZATION has no entry for " + action)
+
+    def test_run_daemon_says_which_device(self):
+        """tests/run-daemon, the README's first command, takes the real
+        device: its --help (before: none, it built and started pmqosd) and
+        the README say so, and how to give a file instead."""
+        proc = subprocess.run(["bash", os.path.join(SOURCE_ROOT, "tests", "run-daemon"), "--help"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("Usage: tests/run-daemon [--device FILE]", proc.stdout)
+        self.assertIn("It takes the real /dev/cpu_dma_latency", proc.stdout)
+        with open(os.path.join(SOURCE_ROOT, "README.md")) as f:
+            readme = f.read()
+        first = readme[readme.index("## Set up"):readme.index("## A five-minute tour")]
+        self.assertIn("tests/run-daemon --device /tmp/latency", first)
+        self.assertIn("It takes\nthe real device unless `--device FILE`", first)
 
 
 class TestDropInPrecedence(BrokerTestCase):

@@ -11,7 +11,8 @@ import signal
 from gi.repository import GLib
 
 from contract import INVALID, NATIVE_IFACE
-from fixtures import BrokerTestCase, IS_ROOT, STANDIN, cpu_file, main, make_fake_sysfs, read_cpu, skip_notice, wait_for
+from fixtures import BrokerTestCase, IS_ROOT, STANDIN, main, skip_notice, wait_for
+from fake_sysfs import cpu_file, make_fake_sysfs, read_cpu
 
 REAL_SYSFS = "/sys"
 

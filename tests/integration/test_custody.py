@@ -20,7 +20,8 @@ import time
 from gi.repository import GLib
 
 from contract import NATIVE_IFACE
-from fixtures import TIME_SCALE, BrokerTestCase, cpu_file, main, wait_for
+from fixtures import TIME_SCALE, BrokerTestCase, main, wait_for
+from fake_sysfs import cpu_file
 from hostenv import pmqos_user_install, pmqos_user_uninstall
 
 SYSFS = "/sys"

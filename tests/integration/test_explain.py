@@ -22,19 +22,8 @@ import unittest
 from gi.repository import GLib
 
 from contract import BUS_NAME, LATENCY_MAX, LIMITS, NATIVE_IFACE, PATH
-from fixtures import (
-    BrokerTestCase,
-    IS_ROOT,
-    NOBODY,
-    TIME_SCALE,
-    cpu_file,
-    main,
-    make_fake_sysfs,
-    proc_status,
-    setpriv,
-    skip_notice,
-    wait_for,
-)
+from fixtures import BrokerTestCase, IS_ROOT, NOBODY, TIME_SCALE, main, proc_status, setpriv, skip_notice, wait_for
+from fake_sysfs import cpu_file, make_fake_sysfs
 from hostenv import pmqos_user_install, pmqos_user_uninstall
 from large_sysfs import FLOODER, LARGE_CPUS, LARGE_MODEL, UNLIMITED_CONFIG, large_state, make_large_sysfs
 
@@ -731,6 +720,8 @@ class TestKernelIgnoringWrites(ExplainTestCase):
         self.assertEqual((e["kernel"], e["effective"], e["kernel_ignores_writes"]), (LATENCY_MAX, 50, True))
         self.assertEqual(e["bound_by"], "request")  # pmqosd asks; the kernel does not listen
         self.request(c, 20)
+        # Audit lines are written when pmqosd's loop has nothing more to do: maybe just after the reply.
+        self.assert_eventually(lambda: "The kernel ignores writes" in self.daemon.output(), what="the audit line")
         self.assertEqual(self.daemon.output().count("The kernel ignores writes"), 1)
 
 
@@ -767,9 +758,9 @@ class TestStalledFileSystem(ExplainTestCase):
 
     def test_scan_does_not_wait(self):
         c = self.client()
-        t0 = time.monotonic()
-        e = c.call("Explain", None, iface=NATIVE_IFACE, timeout=5000)[0]
-        self.assertLess(time.monotonic() - t0, 5)
+        # Answered at all: a scan that waited for the FUSE file's getattr
+        # (which never returns) would not be, whatever the timeout.
+        e = c.call("Explain", None, iface=NATIVE_IFACE, timeout=int(10000 * TIME_SCALE))[0]
         self.assertNotIn(self.holder.pid, [h["pid"] for h in e["external_holders"]])
         self.assertTrue(e["external_holders_complete"])
 

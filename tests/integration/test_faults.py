@@ -15,8 +15,8 @@ import unittest
 from gi.repository import GLib
 
 from contract import ACCESS_DENIED, FAILED, NATIVE_IFACE
-from fixtures import (BrokerTestCase, IS_ROOT, Polkitd, PrivateBus, TIME_SCALE, cpu_file, main, make_fake_sysfs,
-                      small_tmpfs, wait_for)
+from fixtures import BrokerTestCase, IS_ROOT, Polkitd, PrivateBus, TIME_SCALE, main, small_tmpfs, wait_for
+from fake_sysfs import cpu_file, make_fake_sysfs
 from hostenv import POLKITD_PRESENT, POLKIT_USERS, polkit_install, polkit_uid, polkit_uninstall
 
 

@@ -68,6 +68,7 @@ class TestNativeInterface(NativeTestCase):
             "ListRequestsPage": [("after", "u", "in"), ("max", "u", "in"), ("requests", "aa{sv}", "out"),
                                  ("next", "u", "out")],
             "ExplainFolded": [("explanation", "a{sv}", "out")],
+            "Ledger": [("rows", "aa{sv}", "out")],
         })
         props = {p.get("name"): (p.get("type"), p.get("access")) for p in iface.findall("property")}
         self.assertEqual(props, {

@@ -111,9 +111,9 @@ class TestLifetime(OciTestCase):
             self.assertIn(str(self.init_pid("c5")), f.read().split())
         self.assertKernelAtMost(44)
         [r] = self.ours("c5")
-        # Its path as the hook opened it: in crun's mount namespace, cgroup2 at /sys/fs/cgroup.
-        rel = "/%s/c5" % os.path.basename(parent)
-        self.assertEqual((r["bound_to"], r["target"]), ("cgroup", "/sys/fs/cgroup" + rel))
+        # Its path in pmqosd's own cgroup2 mount, not as the hook opened it
+        # (in crun's mount namespace, cgroup2 at /sys/fs/cgroup).
+        self.assertEqual((r["bound_to"], r["target"]), ("cgroup", parent + "/c5"))
         os.kill(self.init_pid("c5"), signal.SIGKILL)
         self.assert_eventually(self.kernel.released, what="the bound to go with the container's processes")
         self.assertEqual(self.crun.state("c5")["status"], "stopped")
@@ -215,8 +215,7 @@ class TestPodman(OciTestCase):
         cid = out.split()[-1]
         self.assertKernelAtMost(46)
         [r] = [r for r in self.requests() if r["reason"].startswith("container " + cid)]
-        self.assertEqual((r["bound_to"], r["target"]),
-                         ("cgroup", "/sys/fs/cgroup/%s/libpod-%s" % (os.path.basename(parent), cid)))
+        self.assertEqual((r["bound_to"], r["target"]), ("cgroup", "%s/libpod-%s" % (parent, cid)))  # pmqosd's view
         self.assertEqual(self.podman.hook_runs(), ["created"])
         os.kill(self.podman.pid("p1"), signal.SIGKILL)
         self.assert_eventually(self.kernel.released, what="the bound to go with the container's processes")
@@ -452,6 +451,27 @@ class TestAsKubernetesRuns(OciTestCase):
         self.assertIn("pmqos-oci-hook: container mw2: no %s: a bound on the whole machine" % CPUS, err)
         self.assertEqual(self.ours("mw") + self.ours("mw2"), [])
         self.assertTrue(self.kernel.released())
+
+    def test_a_cpuset_of_every_online_cpu_is_the_whole_machine(self):
+        """A cpuset holding every online CPU (a node's shared pool before any
+        CPU is given out exclusively, --cpuset-cpus 0-N): "container", a list
+        of all of them, CRI-O's annotation reach the whole machine, so
+        MachineWide=deny refuses them as it refuses no list."""
+        _ = self.daemon
+        with open("/sys/devices/system/cpu/online") as f:
+            online = f.read().strip()
+        for cid, a in (("all-c", {LAT: "47", CPUS: "container"}), ("all-l", {LAT: "47", CPUS: online}),
+                       ("all-o", {CRIO: "max_latency:47"}), ("all-r", {LAT: "47", CPUS: online, REQ: "true"})):
+            code, err, journal = self.hook(cid, a, cpus=online)
+            self.assertEqual(code, 1 if REQ in a else 0, err)
+            self.assertIn("container %s: its CPUs are every online CPU (%s): the whole machine, which "
+                          "MachineWide=deny in %s refuses" % (cid, online, self.conf), err)
+            self.assertEqual(self.ours(cid), [])
+        self.assertTrue(self.kernel.released())
+        oci.write_conf(self.dir, "allow")
+        self.assertEqual(self.hook("all-a", {LAT: "48", CPUS: "container"}, cpus=online)[:2], (0, ""))
+        [r] = self.ours("all-a")
+        self.assertEqual(r["value"], 48)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ import sys
 import tempfile
 
 from contract import LATENCY_MAX
-from fixtures import cpu_file, main
+from fake_sysfs import cpu_file
+from fixtures import main
 import test_pmqosctl
 from test_pmqosctl import PMQOSCTL, CtlTestCase, on_a_terminal
 

@@ -11,8 +11,9 @@ import sys
 import time
 import unittest
 
-from contract import ACCESS_DENIED, BUS_NAME, DBUS_IFACE, DBUS_NAME, DBUS_PATH, INTERACTIVE, LIMITS, PEER
-from fixtures import BrokerTestCase, IS_ROOT, NOBODY, TIME_SCALE, main, skip_notice, wait_for
+from contract import (ACCESS_DENIED, BUS_NAME, DBUS_IFACE, DBUS_NAME, DBUS_PATH, INTERACTIVE, LIMITS, NATIVE_IFACE,
+                      PEER)
+from fixtures import PMQOSCTL, BrokerTestCase, IS_ROOT, NOBODY, TIME_SCALE, main, skip_notice, wait_for
 from hostenv import POLKITD_PRESENT, POLKIT_USERS, polkit_install, polkit_uid, polkit_uninstall
 
 
@@ -85,6 +86,33 @@ class TestActions(PolkitTestCase):
         p.kill()
         wait_for(lambda: cookie not in [r[0] for r in root.requests()], what="the member's request to go")
         self.assertEqual(root.latency(), 88)
+
+    def test_refusal_says_what_would_allow_it(self):
+        """A member of group pmqos asking a timeout past
+        MaxUnprivilegedTimeoutSec (or a persistent request) needs
+        request-latency-persistent, which the group does not give: the
+        refusal says that, and what would (an administrator's password, or a
+        shorter timeout), not "allowed to members of group pmqos"."""
+        _ = self.daemon
+        u = pwd.getpwnam(USERS["member"])
+        answers = []
+        for options in ({"timeout": {"__variant__": ["u", 3600]}}, {"persistent": {"__variant__": ["b", True]}}):
+            p = self.peer(uid=u.pw_uid, gid=u.pw_gid)
+            answers.append(p.call("Request", "sia{sv}", "cpu_dma", 60, options, iface=NATIVE_IFACE))
+        for answer in answers:
+            self.assertEqual(answer[:2], ("error", INTERACTIVE), answer)
+            self.assertIn("org.freedesktop.pmqos.request-latency-persistent", answer[2])
+            self.assertIn("group pmqos does not give it", answer[2])
+            self.assertIn("administrator", answer[2])
+        self.assertIn("a timeout of at most 300 s", answers[0][2])
+        proc = subprocess.run(["setpriv", "--reuid=%d" % u.pw_uid, "--regid=%d" % u.pw_gid, "--init-groups",
+                               PMQOSCTL, "request", "60", "--timeout", "3600"], env=self.bus.env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        sys.stderr.write("pmqosctl as a member of group pmqos: %s" % proc.stderr)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("group pmqos does not give it", proc.stderr)
+        self.assertNotIn("to members of group pmqos", proc.stderr)  # pmqosctl's own hint, which would contradict it
+        self.assertEqual(self.client().requests(), [])
 
     def test_rule_grants_floor(self):
         root = self.client()

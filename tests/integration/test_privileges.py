@@ -12,7 +12,8 @@ import unittest
 from gi.repository import GLib
 
 from contract import ACCESS_DENIED, NATIVE_IFACE, QOS_IFACE, UPOWER_BUS_NAME, UPOWER_PATH
-from fixtures import BrokerTestCase, IS_ROOT, main, make_fake_sysfs, proc_status, read_cpu, skip_notice, wait_for
+from fixtures import BrokerTestCase, IS_ROOT, main, proc_status, skip_notice, wait_for
+from fake_sysfs import make_fake_sysfs, read_cpu
 from hostenv import (
     POLKITD_PRESENT,
     POLKIT_USERS,

@@ -13,8 +13,8 @@ import signal
 import subprocess
 
 from contract import ACCESS_DENIED, BUS_NAME, NATIVE_IFACE, PROPS, QOS_IFACE
-from fixtures import (CSTATE_LATENCY, CSTATE_NAMES, BrokerTestCase, NOBODY, PMQOSCTL, PMQOSD, forge_signal, main,
-                      make_cstate_sysfs, owner_of)
+from fixtures import BrokerTestCase, NOBODY, PMQOSCTL, PMQOSD, forge_signal, main, owner_of
+from fake_sysfs import CSTATE_LATENCY, CSTATE_NAMES, make_cstate_sysfs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SYSTEMD_POLICY = """<policy user="root">

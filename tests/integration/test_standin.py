@@ -18,6 +18,7 @@ from contract import LATENCY_MAX, NATIVE_IFACE
 from fixtures import NOBODY, PMQOSCTL, TIME_SCALE, BrokerTestCase, main, skip_notice, wait_for
 
 PROBE = os.environ.get("PMQOS_STANDIN_PROBE", "pmqos-standin-probe")
+IGNORING_DEVICE = os.environ.get("PMQOS_IGNORING_DEVICE")
 CYCLICTEST = shutil.which("cyclictest")
 
 
@@ -436,7 +437,7 @@ class TestServeForServices(StandinCase):
         os.chown(foreign, 65534, 65534)
         for d, why in ((link, "or a directory above it, is a symbolic link: refusing to follow it"),
                        (link + "/sub", "or a directory above it, is a symbolic link: refusing to follow it"),
-                       (foreign, "not owned by root: refusing to serve over it")):
+                       (foreign, "not owned by root, or on a FUSE file system: refusing to serve over it")):
             p = subprocess.run([PMQOSCTL, "run", "--serve", d], env=self.bus.env, capture_output=True, text=True,
                                timeout=30)
             self.assertEqual(p.returncode, 125, p.stderr)
@@ -445,6 +446,52 @@ class TestServeForServices(StandinCase):
             with open("/proc/self/mountinfo") as f:
                 self.assertNotIn("pmqos-serve-", f.read(), "mounted over the link's target")
         self.assertEqual(sorted(os.listdir(target)), ["foreign"], "made a directory through the link")
+
+    def test_directory_above_of_another_user_or_open_to_all_refused(self):
+        """A directory above DIR that another user owns, or that others may
+        write without the sticky bit, is refused before anything is made in
+        it: its owner could rename it, with the mounted DIR inside, and put a
+        directory of their own at its path, so that services binding
+        DIR/cpu_dma_latency would get the attacker's file."""
+        for mode, uid in ((0o755, 65534), (0o777, 0)):
+            above = tempfile.mkdtemp(prefix="pmqos-above-")
+            self.addCleanup(shutil.rmtree, above, True)
+            os.chmod(above, mode)
+            os.chown(above, uid, uid)
+            d = os.path.join(above, "standin")
+            p = subprocess.run([PMQOSCTL, "run", "--serve", d], env=self.bus.env, capture_output=True, text=True,
+                               timeout=5)
+            self.assertEqual(p.returncode, 125, p.stderr)
+            self.assertIn("pmqosctl run: cannot set up the stand-in device: %s: a directory above it (%s) is not "
+                          "root's, or on FUSE, or others may write it without the sticky bit: refusing to serve below it"
+                          % (d, above), p.stderr)
+            self.assertEqual(os.listdir(above), [], "made DIR in a directory another user controls")
+            with open("/proc/self/mountinfo") as f:
+                self.assertNotIn("pmqos-above-", f.read())
+
+    def test_directory_on_fuse_refused(self):
+        """DIR on a FUSE file system is refused: its server, not the kernel,
+        says who owns it (this one, as a user's mounted with allow_other
+        would, says root), and can drop the stand-in's mount point from
+        under it."""
+        if not IGNORING_DEVICE:
+            skip_notice("--serve DIR on a FUSE file system", "PMQOS_IGNORING_DEVICE is not set (run through meson)")
+            self.skipTest("PMQOS_IGNORING_DEVICE is not set")
+        d = tempfile.mkdtemp(prefix="pmqos-fuse-")
+        self.addCleanup(os.rmdir, d)
+        fuse = subprocess.Popen([IGNORING_DEVICE, d])
+        self.addCleanup(fuse.wait, 10)
+        self.addCleanup(fuse.terminate)
+        self.addCleanup(subprocess.run, ["fusermount3", "-u", d], check=False)
+        wait_for(lambda: os.path.exists(os.path.join(d, "device")), what="the FUSE file system")
+        self.assertEqual(os.stat(d).st_uid, 0)  # what the server says
+        p = subprocess.run([PMQOSCTL, "run", "--serve", d], env=self.bus.env, capture_output=True, text=True,
+                           timeout=5)
+        self.assertEqual(p.returncode, 125, p.stderr)
+        self.assertIn("pmqosctl run: cannot set up the stand-in device: %s: not owned by root, or on a FUSE file "
+                      "system: refusing to serve over it" % d, p.stderr)
+        with open("/proc/self/mountinfo") as f:
+            self.assertNotIn("pmqos-standin", f.read())
 
 
 if __name__ == "__main__":

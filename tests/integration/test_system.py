@@ -12,6 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import unittest
 
 from gi.repository import GLib
 
@@ -27,7 +28,7 @@ from contract import (
     UPOWER_BUS_NAME,
     UPOWER_PATH,
 )
-from fixtures import BrokerTestCase, PMQOSD, SOURCE_ROOT, main, wait_for
+from fixtures import PMQOSCTL, BrokerTestCase, PMQOSD, SOURCE_ROOT, main, skip_notice, wait_for
 
 BUILD_ROOT = os.environ.get("PMQOS_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
 
@@ -62,6 +63,7 @@ class TestInstall(BrokerTestCase):
             r"share/man/man5/pmqosd\.conf\.5$", r"bash-completion/completions/pmqosctl$",
             r"libexec/pmqos-oci-hook$", r"share/containers/oci/hooks\.d/pmqos-oci-hook\.json$",
             r"share/man/man8/pmqos-oci-hook\.8$",
+            r"lib/systemd/system/pmqos-metrics\.service$", r"lib/systemd/system/pmqos-metrics\.timer$",
         ]
         for pattern in want:
             self.assertTrue(any(re.search(pattern, f) for f in files), "%s missing from %s" % (pattern, sorted(files)))
@@ -102,6 +104,26 @@ class TestInstall(BrokerTestCase):
         # holder scan helper alone; ptrace() itself is outside the system call filter) add 0.4;
         # CAP_SYS_ADMIN (fanotify_init() at start, for the watch of the per-CPU idle knobs) 0.3.
         self.assertLessEqual(float(m.group(1)), 2.2, m.group(0))
+
+    def test_metrics_units_verify(self):
+        """pmqos-metrics.service and .timer: valid, the service hardened, the
+        timer not enabled by anything installed (no .wants link)."""
+        dest = tempfile.mkdtemp(prefix="pmqos-units-")
+        self.addCleanup(shutil.rmtree, dest, True)
+        with open(os.path.join(BUILD_ROOT, "dbus", "pmqos-metrics.service")) as f:
+            text = re.sub(r"(ExecStart=)\S*/pmqosctl\b", lambda m: m.group(1) + PMQOSCTL, f.read())
+        with open(os.path.join(dest, "pmqos-metrics.service"), "w") as f:
+            f.write(text)
+        shutil.copy(os.path.join(SOURCE_ROOT, "dbus", "pmqos-metrics.timer"), dest)
+        self.assertIn("--textfile /var/lib/prometheus/node-exporter/pmqos.prom\n", text)
+        r = run("systemd-analyze", "verify", "--man=no", os.path.join(dest, "pmqos-metrics.service"),
+                os.path.join(dest, "pmqos-metrics.timer"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = run("systemd-analyze", "security", "--offline=true", os.path.join(dest, "pmqos-metrics.service"))
+        m = re.search(r"Overall exposure level for pmqos-metrics.service: ([\d.]+) (\w+)", r.stdout)
+        self.assertIsNotNone(m, r.stdout + r.stderr)
+        self.assertIn(m.group(2), ("OK", "SAFE"), m.group(0))
+        self.assertFalse(any("wants" in root for root, _, _ in os.walk(self.dest)), "something enables a unit")
 
     def test_policy_and_bus_files_validate(self):
         r = run("xmllint", "--noout", "--dtdvalid", "/usr/share/polkit-1/policyconfig-1.dtd",
@@ -260,6 +282,89 @@ class TestNotify(BrokerTestCase):
         # The first change at once, then at most one a second; the last says how it ended.
         self.assertLessEqual(len(statuses), int(elapsed) + 3, statuses)
         self.assertEqual(statuses[-1], "STATUS=no bound, 0 request(s)")
+
+
+class TestPackagingFiles(unittest.TestCase):
+    def test_readme_installs_every_package_and_pmqos_recommends_fuse3(self):
+        """The README's install line left libpmqos-dev out (no pmqos.pc, no
+        libpmqos(3)); pmqos did not recommend fuse3, which a non-root
+        pmqosctl run needs (fusermount3)."""
+        with open(os.path.join(SOURCE_ROOT, "packaging", "debian", "control")) as f:
+            stanzas = {m.group(1): m.group(0) for m in re.finditer(r"^Package: (\S+)\n(?:[^\n]+\n)*", f.read(), re.M)}
+        self.assertEqual(set(stanzas), {"pmqos", "libpmqos1", "libpmqos-dev", "python3-pmqos"})
+        self.assertRegex(stanzas["pmqos"], r"\nRecommends: fuse3\n")
+        with open(os.path.join(SOURCE_ROOT, "README.md")) as f:
+            line = [x for x in f.read().splitlines() if x.startswith("sudo apt install ./build-deb/")][0]
+        listed = re.search(r"\{([^}]*)\}_\*\.deb", line).group(1).split(",")
+        self.assertEqual(sorted(listed), sorted(stanzas))
+
+
+@unittest.skipIf(os.path.isdir("/run/systemd/system"), "systemd runs as PID 1 here: the scripts leave pmqosd to it")
+class TestMaintainerScriptsWithoutSystemd(BrokerTestCase):
+    """packaging/debian's prerm and postinst where no systemd runs (a
+    container, another init): pmqosd came from D-Bus activation or by hand.
+    Before, dpkg --purge left it running with its bound held, and an upgrade
+    left the old binary running."""
+
+    PRERM = os.path.join(SOURCE_ROOT, "packaging", "debian", "pmqos.prerm")
+    POSTINST = os.path.join(SOURCE_ROOT, "packaging", "debian", "pmqos.postinst")
+    MARKER = "/run/pmqos-dpkg-restart"
+
+    def script(self, path, *args, chroot=False):
+        """The script as dpkg runs it. This suite runs in a private copy of
+        the host (hostenv), which ischroot takes for a chroot, where the
+        prerm stands aside (the processes it sees may be the host's): an
+        ischroot that says "not a chroot" comes first on PATH unless chroot."""
+        env = {k: v for k, v in self.bus.env.items() if k != "DPKG_ROOT"}
+        if not chroot:
+            bindir = os.path.join(self.bus.dir, "not-a-chroot")
+            os.makedirs(bindir, exist_ok=True)
+            with open(os.path.join(bindir, "ischroot"), "w") as f:
+                f.write("#!/bin/sh\nexit 1\n")
+            os.chmod(os.path.join(bindir, "ischroot"), 0o755)
+            env["PATH"] = bindir + ":" + env.get("PATH", "/usr/bin:/bin")
+        return run("sh", path, *args, env=env, timeout=60)
+
+    def held(self):
+        if os.environ.get("PMQOSD_WRAPPER"):
+            skip_notice("the maintainer scripts stopping pmqosd", "pmqosd runs under a checker, not as pmqosd")
+            return None
+        _ = self.daemon
+        c = self.client()
+        c.request(33)
+        self.assertKernelAtMost(33)
+        return self.daemon.proc
+
+    def test_removal_stops_pmqosd_and_its_bound(self):
+        proc = self.held()
+        if not proc:
+            return
+        if run("ischroot").returncode == 0:  # from a chroot, nothing is stopped
+            r = self.script(self.PRERM, "remove", chroot=True)
+            self.assertEqual((r.returncode, r.stdout), (0, ""), r.stderr)
+            self.assertIsNone(proc.poll())
+        r = self.script(self.PRERM, "remove")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Stopping pmqosd (pid %d)" % proc.pid, r.stdout)
+        self.assertEqual(proc.wait(10), 0)  # SIGTERM: a clean stop
+        self.assertKernelReleased()
+
+    def test_upgrade_stops_the_old_binary_and_asks_for_the_new(self):
+        proc = self.held()
+        if not proc:
+            return
+        self.addCleanup(lambda: os.path.exists(self.MARKER) and os.unlink(self.MARKER))
+        r = self.script(self.PRERM, "upgrade", "0.0.1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Stopping pmqosd (pid %d)" % proc.pid, r.stdout)
+        self.assertEqual(proc.wait(10), 0)
+        self.assertTrue(os.path.exists(self.MARKER))
+        # The test bus has no activation file: the postinst says so and succeeds.
+        r = self.script(self.POSTINST, "configure", "0.0.1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("its first client starts it", r.stderr)
+        self.assertFalse(os.path.exists(self.MARKER))
+        self.assertKernelReleased()
 
 
 class TestUPowerName(BrokerTestCase):

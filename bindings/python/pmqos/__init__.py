@@ -35,8 +35,11 @@ from ._structs import _Explanation, _RequestInfo, _explanation_dict, _request_di
 
 __all__ = [
     "Client", "hold", "Hold", "Error", "AccessDenied", "InvalidArgument", "NoSuchRequest", "BrokerUnavailable",
-    "LimitsExceeded", "NotSupported", "LATENCY_NONE", "LATENCY_MAX",
+    "LimitsExceeded", "NotSupported", "LibraryUnavailable", "LATENCY_NONE", "LATENCY_MAX", "__version__",
 ]
+
+# pmqos's version (meson.build's project(); the binding test checks they agree).
+__version__ = "0.1.0"
 
 LATENCY_NONE = -1
 LATENCY_MAX = 2000000000
@@ -74,6 +77,11 @@ class NotSupported(Error):
     """Not supported on this system."""
 
 
+class LibraryUnavailable(Error, OSError):
+    """libpmqos.so.1 cannot be loaded (missing, or unusable): the message
+    names the file and says why. Raised by the first call that needs it."""
+
+
 _ERRORS = {
     errno.EACCES: AccessDenied,
     errno.EPERM: AccessDenied,
@@ -87,9 +95,18 @@ _ERRORS = {
 }
 
 
+_SONAME = "libpmqos.so.1"
+
+
 def _load():
-    # PMQOS_LIBRARY lets tests point at a build tree; otherwise the installed soname.
-    return ctypes.CDLL(os.environ.get("PMQOS_LIBRARY", "libpmqos.so.1"), use_errno=False)
+    # PMQOS_LIBRARY points at a build tree's library; otherwise the installed soname.
+    path = os.environ.get("PMQOS_LIBRARY") or _SONAME
+    try:
+        return ctypes.CDLL(path, use_errno=False)
+    except OSError as e:
+        where = "PMQOS_LIBRARY=%s" % path if path != _SONAME else _SONAME
+        raise LibraryUnavailable("cannot load %s: %s (install libpmqos1, or point PMQOS_LIBRARY at a build's "
+                                 "client-lib/libpmqos.so.1)" % (where, e), e.errno or 0) from None
 
 
 _lib = None
@@ -99,33 +116,42 @@ def _library():
     global _lib
     if _lib is None:
         lib = _load()
-        p = ctypes.c_void_p
-        u32p = ctypes.POINTER(ctypes.c_uint32)
-        i32p = ctypes.POINTER(ctypes.c_int32)
-        lib.pmqos_client_new.argtypes = [ctypes.POINTER(p)]
-        lib.pmqos_client_free.argtypes = [p]
-        lib.pmqos_client_free.restype = p
-        lib.pmqos_request_full.argtypes = [p, ctypes.c_int32, ctypes.c_char_p, ctypes.c_uint32, u32p,
-                                           ctypes.c_size_t, ctypes.c_uint64, u32p]
-        lib.pmqos_update.argtypes = [p, ctypes.c_uint32, ctypes.c_int32]
-        lib.pmqos_cancel.argtypes = [p, ctypes.c_uint32]
-        lib.pmqos_get_latency.argtypes = [p, i32p]
-        lib.pmqos_client_last_error.argtypes = [p]
-        lib.pmqos_client_last_error.restype = ctypes.c_char_p
-        lib.pmqos_client_process.argtypes = [p]
-        lib.pmqos_explain.argtypes = [p, ctypes.POINTER(ctypes.POINTER(_Explanation))]
-        lib.pmqos_explanation_free.argtypes = [ctypes.POINTER(_Explanation)]
-        lib.pmqos_explanation_free.restype = p
-        lib.pmqos_request_info_free.argtypes = [ctypes.POINTER(_RequestInfo), ctypes.c_size_t]
-        # Since LIBPMQOS_1.3: an older library lacks them (AttributeError when used).
-        if hasattr(lib, "pmqos_explain_folded"):
-            lib.pmqos_explain_folded.argtypes = [p, ctypes.POINTER(ctypes.POINTER(_Explanation))]
-        if hasattr(lib, "pmqos_list_requests_page"):
-            lib.pmqos_list_requests_page.argtypes = [p, ctypes.c_uint32, ctypes.c_uint32,
-                                                     ctypes.POINTER(ctypes.POINTER(_RequestInfo)),
-                                                     ctypes.POINTER(ctypes.c_size_t), u32p]
+        try:
+            _declare(lib)
+        except AttributeError as e:
+            raise LibraryUnavailable("cannot use %s: %s (a libpmqos older than this module)"
+                                     % (lib._name, e), 0) from None
         _lib = lib
     return _lib
+
+
+def _declare(lib):
+    """The signatures of what the module calls; AttributeError for a function lib lacks."""
+    p = ctypes.c_void_p
+    u32p = ctypes.POINTER(ctypes.c_uint32)
+    i32p = ctypes.POINTER(ctypes.c_int32)
+    lib.pmqos_client_new.argtypes = [ctypes.POINTER(p)]
+    lib.pmqos_client_free.argtypes = [p]
+    lib.pmqos_client_free.restype = p
+    lib.pmqos_request_full.argtypes = [p, ctypes.c_int32, ctypes.c_char_p, ctypes.c_uint32, u32p,
+                                       ctypes.c_size_t, ctypes.c_uint64, u32p]
+    lib.pmqos_update.argtypes = [p, ctypes.c_uint32, ctypes.c_int32]
+    lib.pmqos_cancel.argtypes = [p, ctypes.c_uint32]
+    lib.pmqos_get_latency.argtypes = [p, i32p]
+    lib.pmqos_client_last_error.argtypes = [p]
+    lib.pmqos_client_last_error.restype = ctypes.c_char_p
+    lib.pmqos_client_process.argtypes = [p]
+    lib.pmqos_explain.argtypes = [p, ctypes.POINTER(ctypes.POINTER(_Explanation))]
+    lib.pmqos_explanation_free.argtypes = [ctypes.POINTER(_Explanation)]
+    lib.pmqos_explanation_free.restype = p
+    lib.pmqos_request_info_free.argtypes = [ctypes.POINTER(_RequestInfo), ctypes.c_size_t]
+    # Since LIBPMQOS_1.3: an older library lacks them (AttributeError when used).
+    if hasattr(lib, "pmqos_explain_folded"):
+        lib.pmqos_explain_folded.argtypes = [p, ctypes.POINTER(ctypes.POINTER(_Explanation))]
+    if hasattr(lib, "pmqos_list_requests_page"):
+        lib.pmqos_list_requests_page.argtypes = [p, ctypes.c_uint32, ctypes.c_uint32,
+                                                 ctypes.POINTER(ctypes.POINTER(_RequestInfo)),
+                                                 ctypes.POINTER(ctypes.c_size_t), u32p]
 
 
 def _raise(r, client=None, what="pmqos call failed"):
@@ -398,7 +424,8 @@ class Client(_Closing):
         if r < 0:
             _raise(r, c, "cannot read the explanation")
         try:
-            return _explanation_dict(e.contents, folded)
+            # cpu_costs exist in the structure from LIBPMQOS_1.5 on (pmqos_ledger() with them).
+            return _explanation_dict(e.contents, folded, hasattr(_library(), "pmqos_ledger"))
         finally:
             _library().pmqos_explanation_free(e)
 
@@ -433,20 +460,23 @@ class Client(_Closing):
 
 
 class hold:
-    """Context manager holding one request for the duration of a with block.
+    """Context manager holding one request for the duration of a with block:
+    usec on every CPU, or on the CPUs listed in cpus only; reason is shown
+    in listings.
 
     Leaving the block returns only after pmqosd confirmed the bound is gone."""
 
-    def __init__(self, usec, reason=None):
+    def __init__(self, usec, reason=None, cpus=None):
         self.usec = _check_usec(usec)
         self.reason = reason
+        self.cpus = _check_cpus(cpus)
         self.client = None
         self.cookie = None
 
     def __enter__(self):
         self.client = Client()
         try:
-            self.cookie = self.client.request(self.usec, reason=self.reason)
+            self.cookie = self.client.request(self.usec, reason=self.reason, cpus=self.cpus)
         except BaseException:
             self.client.close()
             raise

@@ -29,6 +29,11 @@ class _CpuGroupInfo(ctypes.Structure):
                 ("cstates", ctypes.POINTER(_CStateInfo)), ("n_cstates", ctypes.c_size_t)]
 
 
+class _CpuCostInfo(ctypes.Structure):
+    _fields_ = [("cpu", ctypes.c_uint32), ("shallow_idle", ctypes.c_uint64), ("blocked_entries", ctypes.c_uint64),
+                ("verified", ctypes.c_bool)]
+
+
 class _HolderInfo(ctypes.Structure):
     _fields_ = [("pid", ctypes.c_uint32), ("uid", ctypes.c_uint32), ("exec", ctypes.c_char_p)]
 
@@ -54,7 +59,9 @@ class _Explanation(ctypes.Structure):
                 ("holders_left_out", ctypes.c_uint32), ("holders_unscanned", ctypes.POINTER(_UnscannedInfo)),
                 ("n_holders_unscanned", ctypes.c_size_t),
                 # LIBPMQOS_1.3: pmqos_explain_folded()'s groups of identical CPUs
-                ("cpu_groups", ctypes.POINTER(_CpuGroupInfo)), ("n_cpu_groups", ctypes.c_size_t)]
+                ("cpu_groups", ctypes.POINTER(_CpuGroupInfo)), ("n_cpu_groups", ctypes.c_size_t),
+                # LIBPMQOS_1.5: what the bounds cost on each CPU (the ledger), cpu_costs[i] for cpus[i]
+                ("cpu_costs", ctypes.POINTER(_CpuCostInfo)), ("n_cpu_costs", ctypes.c_size_t)]
 
 
 def _text(b):
@@ -88,7 +95,7 @@ def _cpu_groups(e):
     return groups
 
 
-def _explanation_dict(e, folded=False):
+def _explanation_dict(e, folded=False, costs=False):
     binding = _request_dict(e.binding.contents) if e.binding else {}
     rules = []
     for i in range(e.n_rules):
@@ -100,6 +107,10 @@ def _explanation_dict(e, folded=False):
         c = e.cpus[i]
         entry = _struct_dict(c)
         entry["cstates"] = [_struct_dict(c.cstates[k]) for k in range(c.n_cstates)]
+        if costs and i < e.n_cpu_costs:
+            cost = _struct_dict(e.cpu_costs[i])
+            del cost["cpu"]
+            entry.update(cost)
         cpus.append(entry)
     return {"effective": e.effective, "kernel": e.kernel, "floor": e.floor, "wakeup_effective": e.wakeup_effective,
             "wakeup_kernel": e.wakeup_kernel, "bound_by": _text(e.bound_by),

@@ -80,6 +80,7 @@ static inline void crash(Core *c) {
         close(c->sink.fd);            /* not sink_close(): a stand-in device keeps what it held, as the fd store does */
         free(c->sink.path);
         cpu_sink_done(&c->cpus);
+        ledger_done(&c->ledger);
         free(c->state_dir);
 }
 

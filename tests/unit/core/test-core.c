@@ -167,6 +167,7 @@ START_TEST(test_originals_saved_before_the_first_cpu_write) {
         store_done(&c.store); /* what the crashed run held, freed for the leak checker */
         sink_close(&c.sink);
         cpu_sink_done(&c.cpus);
+        ledger_done(&c.ledger);
         free(c.state_dir);
 }
 END_TEST

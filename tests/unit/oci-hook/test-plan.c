@@ -109,23 +109,29 @@ END_TEST
 START_TEST(test_confine) {
         OciPlan p;
         ck_assert_int_eq(plan_of((OciState){ .latency = "5", .cpus = "1" }, &p), 0);
-        ck_assert_int_eq(oci_plan_confine(&p, "1-2", false, "/etc/x.conf", err, sizeof(err)), 0);
-        ck_assert_int_eq(oci_plan_confine(&p, "2-3", false, "/etc/x.conf", err, sizeof(err)), -EPERM);
+        ck_assert_int_eq(oci_plan_confine(&p, "1-2", "0-7", false, "/etc/x.conf", err, sizeof(err)), 0);
+        ck_assert_int_eq(oci_plan_confine(&p, "2-3", "0-7", false, "/etc/x.conf", err, sizeof(err)), -EPERM);
         ck_assert_ptr_nonnull(strstr(err, "outside the container's cpuset"));
-        ck_assert_int_eq(oci_plan_confine(&p, "2-3", true, "/etc/x.conf", err, sizeof(err)), -EPERM);
-        ck_assert_int_eq(oci_plan_confine(&p, "x", false, "/etc/x.conf", err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(oci_plan_confine(&p, "2-3", "0-7", true, "/etc/x.conf", err, sizeof(err)), -EPERM);
+        ck_assert_int_eq(oci_plan_confine(&p, "x", "0-7", false, "/etc/x.conf", err, sizeof(err)), -EINVAL);
         oci_plan_done(&p);
         /* The whole machine only with MachineWide=allow: no list, or no cpuset. */
         ck_assert_int_eq(plan_of((OciState){ .latency = "5" }, &p), 0);
-        ck_assert_int_eq(oci_plan_confine(&p, "0-3", false, "/etc/x.conf", err, sizeof(err)), -EPERM);
+        ck_assert_int_eq(oci_plan_confine(&p, "0-3", "0-7", false, "/etc/x.conf", err, sizeof(err)), -EPERM);
         ck_assert_ptr_nonnull(strstr(err, "/etc/x.conf"));
-        ck_assert_int_eq(oci_plan_confine(&p, "0-3", true, "/etc/x.conf", err, sizeof(err)), 0);
+        ck_assert_int_eq(oci_plan_confine(&p, "0-3", "0-7", true, "/etc/x.conf", err, sizeof(err)), 0);
         ck_assert_int_eq(plan_of((OciState){ .latency = "5", .cpus = "container" }, &p), 0);
-        ck_assert_int_eq(oci_plan_confine(&p, "0-3", false, "/etc/x.conf", err, sizeof(err)), 0);
-        ck_assert_int_eq(oci_plan_confine(&p, NULL, false, "/etc/x.conf", err, sizeof(err)), -EPERM);
-        ck_assert_int_eq(oci_plan_confine(&p, " ", true, "/etc/x.conf", err, sizeof(err)), 0);
+        ck_assert_int_eq(oci_plan_confine(&p, "0-3", "0-7", false, "/etc/x.conf", err, sizeof(err)), 0);
+        ck_assert_int_eq(oci_plan_confine(&p, NULL, "0-7", false, "/etc/x.conf", err, sizeof(err)), -EPERM);
+        ck_assert_int_eq(oci_plan_confine(&p, " ", "0-7", true, "/etc/x.conf", err, sizeof(err)), 0);
+        /* A cpuset of every online CPU is the whole machine too (and so is not
+         * knowing which are online). */
+        ck_assert_int_eq(oci_plan_confine(&p, "0-3", "0-3", false, "/etc/x.conf", err, sizeof(err)), -EPERM);
+        ck_assert_ptr_nonnull(strstr(err, "every online CPU"));
+        ck_assert_int_eq(oci_plan_confine(&p, "0-3", "0-3", true, "/etc/x.conf", err, sizeof(err)), 0);
+        ck_assert_int_eq(oci_plan_confine(&p, "0-3", NULL, false, "/etc/x.conf", err, sizeof(err)), -EPERM);
         ck_assert_int_eq(plan_of((OciState){ .crio = "enable" }, &p), 0); /* nothing asked: nothing to refuse */
-        ck_assert_int_eq(oci_plan_confine(&p, NULL, false, "/etc/x.conf", err, sizeof(err)), 0);
+        ck_assert_int_eq(oci_plan_confine(&p, NULL, "0-7", false, "/etc/x.conf", err, sizeof(err)), 0);
 }
 END_TEST
 

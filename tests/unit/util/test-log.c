@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Unit test of the log: lines cut at a character, the rate limit on lines
  * a caller can cause (a flood gives LOG_CALLER_BURST lines, then one line
- * counting what was suppressed), and log_*_errno()'s "%m". */
+ * counting what was suppressed), log_*_errno()'s "%m", and batched lines
+ * (written at log_flush() or when the batch is full, in order with the
+ * thread's other lines). */
 
 #include <errno.h>
 #include <stdio.h>
@@ -103,6 +105,45 @@ START_TEST(test_errno_spelled_out) {
 }
 END_TEST
 
+static unsigned batches;
+static off_t batch_written;
+
+static void begun(void *userdata) {
+        (void) userdata;
+        batches++;
+}
+
+static void batched(void) {
+        log_set_batch_notify(begun, NULL);
+        log_text_batched(6, "one");
+        log_text_batched(6, "two");
+        batch_written = lseek(STDERR_FILENO, 0, SEEK_CUR); /* nothing yet */
+        log_info("three");                                 /* the batch first: its lines came first */
+        log_text_batched(6, "four");
+        log_flush();
+        char line[1001];
+        memset(line, 'x', sizeof(line) - 1);
+        line[sizeof(line) - 1] = 0;
+        for (int i = 0; i < 9; i++) /* 1,009 bytes each: 4 fit in LOG_BATCH_MAX */
+                log_text_batched(6, line);
+        log_set_batch_notify(NULL, NULL);
+        log_flush();
+        log_text_batched(6, "unbatched");
+}
+
+START_TEST(test_batched_lines_in_order) {
+        batches = 0;
+        char *out = unit_capture_stderr(batched);
+        ck_assert_int_eq(batch_written, 0);
+        ck_assert_ptr_nonnull(strstr(out, "pmqosd: one\npmqosd: two\npmqosd: three\npmqosd: four\n"));
+        ck_assert_uint_eq(unit_count(out, "xxxxxxxxxx\n"), 9);
+        ck_assert_ptr_nonnull(strstr(out, "pmqosd: unbatched\n"));
+        /* "one", "four", and the long lines in batches of 4, 4 and 1. */
+        ck_assert_uint_eq(batches, 5);
+        free(out);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("log");
         TCase *tc = tcase_create("log");
@@ -110,6 +151,7 @@ int main(void) {
         tcase_add_test(tc, test_long_line_cut_at_a_character);
         tcase_add_test(tc, test_text_cut_at_a_character);
         tcase_add_test(tc, test_errno_spelled_out);
+        tcase_add_test(tc, test_batched_lines_in_order);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_NOFORK);
 }

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* ledger.h: intervals per CPU settled from two readings of its counters,
+ * charged to the CPU and to its holder's row. */
+
+#include "sys/ledger.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+
+static const char *const kind_names[_LEDGER_KIND_MAX] = {
+        [LEDGER_NONE] = "none",   [LEDGER_REQUEST] = "request",
+        [LEDGER_FLOOR] = "floor", [LEDGER_BATTERY_FLOOR] = "battery-floor",
+        [LEDGER_RULE] = "rule",   [LEDGER_EXTERNAL] = "external",
+        [LEDGER_OTHER] = "other",
+};
+
+const char *ledger_kind_name(LedgerKind k) {
+        return k < _LEDGER_KIND_MAX ? kind_names[k] : "none";
+}
+
+int ledger_init(Ledger *l, const char *sysfs_root, uint32_t n, int64_t (*clock)(void)) {
+        *l = (Ledger){ .clock = clock ? clock : now_monotonic_usec, .n = n };
+        l->sysfs_root = strdup(sysfs_root);
+        l->cpus = calloc(n > 0 ? n : 1, sizeof(LedgerCpu));
+        if (!l->sysfs_root || !l->cpus) {
+                ledger_done(l);
+                return -ENOMEM;
+        }
+        for (uint32_t cpu = 0; cpu < n; cpu++)
+                l->cpus[cpu] = (LedgerCpu){ .row = -1, .bound = -1, .file_bound = -1 };
+        return 0;
+}
+
+void ledger_done(Ledger *l) {
+        free(l->sysfs_root);
+        free(l->cpus);
+        *l = (Ledger){};
+}
+
+/* ---- reading ---- */
+
+static int read_u64_at(int dir, const char *name, uint64_t *ret) {
+        char buf[32];
+        int r = sysfs_read_at(dir, name, buf, sizeof(buf));
+        return r < 0 ? r : cpuidle_parse_u64(buf, ret);
+}
+
+int ledger_read_counters(const char *sysfs_root, uint32_t cpu, LedgerCounters *ret) {
+        char path[512];
+        ret->n = 0;
+        snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu%u/cpuidle", sysfs_root, (unsigned) cpu);
+        int idle = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (idle < 0)
+                return 0;
+        for (unsigned k = 0; k < CPUIDLE_STATES_MAX; k++) {
+                char name[16];
+                uint64_t latency;
+                snprintf(name, sizeof(name), "state%u", k);
+                int dir = openat(idle, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (dir < 0)
+                        break;
+                int r = read_u64_at(dir, "latency", &latency);
+                if (r >= 0)
+                        r = read_u64_at(dir, "usage", &ret->usage[k]);
+                if (r >= 0)
+                        r = read_u64_at(dir, "time", &ret->time[k]);
+                close(dir);
+                if (r < 0)
+                        break;
+                ret->latency[k] = latency > UINT32_MAX ? UINT32_MAX : (uint32_t) latency;
+                ret->n = k + 1;
+        }
+        close(idle);
+        return 0;
+}
+
+/* ---- accounting ---- */
+
+uint32_t ledger_blocked(const LedgerCounters *c, int32_t bound) {
+        uint32_t mask = 0;
+        if (bound < 0)
+                return 0;
+        for (unsigned k = 0; k < c->n && k < CPUIDLE_STATES_MAX; k++)
+                if (c->latency[k] > (uint32_t) bound)
+                        mask |= 1u << k;
+        return mask;
+}
+
+/* A counter's growth; lower than before means it began again from 0. */
+static uint64_t growth(uint64_t before, uint64_t now) {
+        return now >= before ? now - before : now;
+}
+
+static void add(uint64_t *to, uint64_t v) {
+        *to = *to > UINT64_MAX - v ? UINT64_MAX : *to + v;
+}
+
+void ledger_account(const LedgerCounters *a, const LedgerCounters *b, uint32_t blocked, uint32_t grace,
+                    LedgerCost *cost, uint64_t *entries) {
+        if (blocked == 0)
+                return;
+        for (unsigned k = 0; k < b->n && k < CPUIDLE_STATES_MAX; k++) {
+                /* A state that appeared since a counts whole: its counters began at 0. */
+                bool had = k < a->n;
+                uint64_t dt = had ? growth(a->time[k], b->time[k]) : b->time[k];
+                uint64_t du = had ? growth(a->usage[k], b->usage[k]) : b->usage[k];
+                add(&cost->shallow_idle, dt);
+                if (blocked & (1u << k)) {
+                        if ((grace & (1u << k)) && du > 0)
+                                du--; /* the exit of an entry made before the bound */
+                        add(&cost->blocked_entries, du);
+                        add(entries, du);
+                }
+        }
+}
+
+static void charge(LedgerCost *to, const LedgerCost *d) {
+        add(&to->held, d->held);
+        add(&to->shallow_idle, d->shallow_idle);
+        add(&to->blocked_entries, d->blocked_entries);
+}
+
+/* Ends cpu's interval now: reads its counters, charges the growth. An
+ * offline CPU (no counters) keeps its interval and its last reading. */
+static void settle(Ledger *l, uint32_t cpu, int64_t now) {
+        LedgerCpu *e = &l->cpus[cpu];
+        LedgerCounters c;
+        (void) ledger_read_counters(l->sysfs_root, cpu, &c);
+        l->n_reads++;
+        if (c.n == 0)
+                return;
+        /* States that appeared are blocked as their latency says, from the start. */
+        uint32_t appeared = e->known && c.n > e->last.n ? ledger_blocked(&c, e->bound) & ~((1u << e->last.n) - 1u) : 0;
+        if (e->known && e->blocked) {
+                LedgerCost d = { .held = now > e->since ? (uint64_t) (now - e->since) : 0 };
+                ledger_account(&e->last, &c, e->blocked | appeared, e->grace, &d, &e->entries_since_bound);
+                charge(&e->cost, &d);
+                if (e->row >= 0)
+                        charge(&l->rows[e->row].cost, &d);
+        }
+        if (e->known && c.n != e->last.n && e->blocked)
+                e->blocked = ledger_blocked(&c, e->bound); /* the same bound over the states there are now */
+        e->last = c;
+        e->grace = 0;
+        e->known = true;
+        e->since = now;
+}
+
+/* ---- rows ---- */
+
+static bool same_row(const LedgerHolder *a, const LedgerHolder *b) {
+        return a->kind == b->kind && a->uid == b->uid && strcmp(a->comm, b->comm) == 0 && strcmp(a->unit, b->unit) == 0;
+}
+
+static int find_kind(const Ledger *l, LedgerKind kind) {
+        for (unsigned i = 0; i < l->n_rows; i++)
+                if (l->rows[i].who.kind == kind)
+                        return (int) i;
+        return -1;
+}
+
+/* Folds the oldest inactive row other than "other" into "other" (made
+ * from it if there is none) and returns the freed index, or -1. */
+static int fold_oldest(Ledger *l) {
+        int oldest = -1, other = find_kind(l, LEDGER_OTHER);
+        for (unsigned i = 0; i < l->n_rows; i++)
+                if (l->rows[i].n_cpus == 0 && (int) i != other &&
+                    (oldest < 0 || l->rows[i].last_usec < l->rows[oldest].last_usec))
+                        oldest = (int) i;
+        if (oldest < 0)
+                return -1;
+        if (other < 0) {
+                LedgerRow *o = &l->rows[oldest];
+                o->who = (LedgerHolder){ .kind = LEDGER_OTHER, .uid = LEDGER_UID_UNKNOWN };
+                return -1; /* it became "other": no index freed, the caller tries again */
+        }
+        charge(&l->rows[other].cost, &l->rows[oldest].cost);
+        l->rows[oldest] = (LedgerRow){};
+        return oldest;
+}
+
+static int row_of(Ledger *l, const LedgerHolder *who) {
+        for (unsigned i = 0; i < l->n_rows; i++)
+                if (same_row(&l->rows[i].who, who))
+                        return (int) i;
+        if (l->n_rows < LEDGER_ROWS_MAX) {
+                l->rows[l->n_rows] = (LedgerRow){ .who = *who };
+                return (int) l->n_rows++;
+        }
+        int i = fold_oldest(l);
+        if (i < 0)
+                i = fold_oldest(l); /* the first made "other" */
+        if (i < 0)
+                i = find_kind(l, LEDGER_OTHER); /* every row binds a CPU: the newest is charged to "other" */
+        if (i < 0)
+                i = 0;
+        if (l->rows[i].who.kind != LEDGER_OTHER)
+                l->rows[i] = (LedgerRow){ .who = *who };
+        return i;
+}
+
+static void leave_row(Ledger *l, LedgerCpu *e, int64_t now) {
+        if (e->row >= 0 && e->blocked && l->rows[e->row].n_cpus > 0 && --l->rows[e->row].n_cpus == 0)
+                l->rows[e->row].last_usec = (uint64_t) now;
+}
+
+void ledger_set(Ledger *l, uint32_t cpu, int32_t bound, const LedgerHolder *who,
+                void (*describe)(LedgerHolder *who, void *userdata), void *userdata) {
+        if (cpu >= l->n)
+                return;
+        LedgerCpu *e = &l->cpus[cpu];
+        int64_t now = l->clock();
+        if (!e->known && bound >= 0)
+                settle(l, cpu, now); /* the exit latencies, once */
+        uint32_t blocked = e->known ? ledger_blocked(&e->last, bound) : 0;
+        bool charged = blocked != 0 && who && who->kind != LEDGER_NONE;
+        bool same_holder = e->row >= 0 ? charged && l->rows[e->row].who.kind == who->kind &&
+                                                 l->rows[e->row].who.uid == who->uid && e->cookie == who->cookie
+                                       : !charged;
+        if (blocked == e->blocked && same_holder)
+                return;
+
+        settle(l, cpu, now);
+        blocked = ledger_blocked(&e->last, bound); /* the states may have changed */
+        leave_row(l, e, now);
+        e->row = -1;
+        e->cookie = 0;
+        if (blocked != e->blocked)
+                e->entries_since_bound = 0;
+        e->grace = blocked & ~e->blocked;
+        e->blocked = blocked;
+        e->bound = bound;
+        if (blocked != 0 && who && who->kind != LEDGER_NONE) {
+                LedgerHolder h = *who;
+                if (describe)
+                        describe(&h, userdata);
+                e->row = row_of(l, &h);
+                e->cookie = who->cookie;
+                LedgerRow *row = &l->rows[e->row];
+                if (row->who.kind != LEDGER_OTHER)
+                        row->who.cookie = who->cookie;
+                row->n_cpus++;
+        }
+}
+
+void ledger_sample(Ledger *l) {
+        int64_t now = l->clock();
+        for (uint32_t cpu = 0; cpu < l->n; cpu++)
+                if (l->cpus[cpu].known && l->cpus[cpu].blocked)
+                        settle(l, cpu, now);
+}
+
+bool ledger_verified(const Ledger *l, uint32_t cpu) {
+        return cpu < l->n && l->cpus[cpu].blocked != 0 && l->cpus[cpu].entries_since_bound == 0;
+}

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* What a bound does and costs, per CPU and per holder, from the kernel's own
+ * cpuidle counters (cpuN/cpuidle/stateK/{usage,time}).
+ *
+ * A CPU's interval runs from one settlement to the next. While at least one
+ * of its states is blocked (its exit latency above the bound the kernel
+ * applies there), the interval's growth of the summed `time` of every state
+ * is shallow idle, its wall time is held, and the growth of the blocked
+ * states' `usage` is blocked entries (0 when the kernel obeys): all of it
+ * counted for the CPU and for the holder that bound it.
+ *
+ * Counters are read only when a CPU's holder or its set of blocked states
+ * changes (ledger_set()) and when someone asks (ledger_sample()): never on
+ * a timer. Exit latencies are read once per CPU and again only when its
+ * number of states changes. A CPU that goes offline keeps its interval
+ * open (nothing read, nothing lost); a counter found lower than before (the
+ * CPU's cpuidle device registered anew) counts from 0; a state that
+ * appeared counts whole. Holder rows are bounded: past LEDGER_ROWS_MAX the
+ * oldest inactive row is folded into one row of kind "other". */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util/cpuidle.h"
+
+#define LEDGER_ROWS_MAX 64u
+#define LEDGER_COMM_MAX 16u  /* the kernel's TASK_COMM_LEN, with the terminator */
+#define LEDGER_UNIT_MAX 128u /* a systemd unit name, cut */
+#define LEDGER_UID_UNKNOWN UINT32_MAX
+
+typedef enum LedgerKind {
+        LEDGER_NONE, /* nothing blocked: nobody is charged */
+        LEDGER_REQUEST,
+        LEDGER_FLOOR,
+        LEDGER_BATTERY_FLOOR,
+        LEDGER_RULE,
+        LEDGER_EXTERNAL,
+        LEDGER_OTHER, /* the folded row */
+        _LEDGER_KIND_MAX,
+} LedgerKind;
+
+const char *ledger_kind_name(LedgerKind k);
+
+/* Who binds a CPU. kind, uid and cookie are what ledger_set() compares;
+ * comm and unit are filled by the caller's describe() only when the holder
+ * is new to the CPU. */
+typedef struct LedgerHolder {
+        LedgerKind kind;
+        uint32_t uid;
+        uint32_t cookie;
+        char comm[LEDGER_COMM_MAX];
+        char unit[LEDGER_UNIT_MAX];
+} LedgerHolder;
+
+typedef struct LedgerCost {
+        uint64_t held;            /* µs of wall time with a state blocked */
+        uint64_t shallow_idle;    /* µs of idle time meanwhile */
+        uint64_t blocked_entries; /* entries into blocked states meanwhile */
+} LedgerCost;
+
+typedef struct LedgerRow {
+        LedgerHolder who;
+        LedgerCost cost;
+        uint32_t n_cpus;    /* CPUs it binds now with a state blocked: active while > 0 */
+        uint64_t last_usec; /* when it last stopped binding (monotonic), for folding */
+} LedgerRow;
+
+/* One CPU's counters as last read. */
+typedef struct LedgerCounters {
+        unsigned n;
+        uint32_t latency[CPUIDLE_STATES_MAX];
+        uint64_t usage[CPUIDLE_STATES_MAX];
+        uint64_t time[CPUIDLE_STATES_MAX];
+} LedgerCounters;
+
+typedef struct LedgerCpu {
+        LedgerCounters last;
+        bool known;       /* last was read once: there is something to compare with */
+        uint32_t blocked; /* bit k: state k blocked in this interval */
+        int32_t bound;    /* the bound that blocks them, negative: none */
+        uint32_t grace;   /* states blocked anew when it began, until its first reading (ledger_account()) */
+        int row;          /* the row charged in this interval, -1 none */
+        uint32_t cookie;  /* the holder's, to tell two requests of one row apart */
+        int64_t since;    /* when this interval began (monotonic µs) */
+        uint64_t entries_since_bound; /* blocked entries since the blocked set took effect */
+        int32_t file_bound;           /* its pm_qos_resume_latency_us as a bound, as last seen; -1 none */
+        bool file_ours;               /* pmqosd wrote it (core/ledger-holders.c) */
+        LedgerCost cost;
+} LedgerCpu;
+
+typedef struct Ledger {
+        char *sysfs_root;
+        int64_t (*clock)(void); /* monotonic µs */
+        LedgerCpu *cpus;
+        uint32_t n;
+        LedgerRow rows[LEDGER_ROWS_MAX];
+        unsigned n_rows;
+        uint64_t n_reads; /* CPUs whose counters were read: what a test and the bench count */
+} Ledger;
+
+/* n CPUs (by number) under sysfs_root; clock NULL for now_monotonic_usec.
+ * Nothing is read yet. 0 or -ENOMEM. */
+int ledger_init(Ledger *l, const char *sysfs_root, uint32_t n, int64_t (*clock)(void));
+void ledger_done(Ledger *l);
+
+/* cpu now lives under bound (µs, or negative: none) set by who (kind
+ * LEDGER_NONE: nobody). When neither the holder (kind, uid, cookie) nor
+ * the set of blocked states changes, nothing is read and nothing is done.
+ * Else the interval so far is settled (counters read) and a new one begins;
+ * describe(who, userdata) fills comm and unit first if the row is new. */
+void ledger_set(Ledger *l, uint32_t cpu, int32_t bound, const LedgerHolder *who,
+                void (*describe)(LedgerHolder *who, void *userdata), void *userdata);
+
+/* Settles every CPU's interval now (reads their counters), keeping holders. */
+void ledger_sample(Ledger *l);
+
+/* A bound blocks a state on cpu and no blocked state was entered since it took effect. */
+bool ledger_verified(const Ledger *l, uint32_t cpu);
+
+/* Reads cpu's states' latency, usage and time under sysfs_root: 0 (n = 0
+ * when it has no cpuidle directory: offline, or none). Stops at the first
+ * state whose files are missing or unreadable. */
+int ledger_read_counters(const char *sysfs_root, uint32_t cpu, LedgerCounters *ret);
+
+/* The growth from a to b charged to cost (and, for blocked entries, to
+ * *entries) with blocked states blocked: what ledger_set() and
+ * ledger_sample() do with two readings. grace: states blocked anew at a,
+ * whose first counted entry is not one (the kernel counts an entry at its
+ * exit: a CPU idle in a state when the bound came counts it after). Pure:
+ * the fuzz target's. */
+void ledger_account(const LedgerCounters *a, const LedgerCounters *b, uint32_t blocked, uint32_t grace,
+                    LedgerCost *cost, uint64_t *entries);
+/* The states of c blocked under bound (negative: none). */
+uint32_t ledger_blocked(const LedgerCounters *c, int32_t bound);

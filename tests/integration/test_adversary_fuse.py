@@ -1,0 +1,216 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""A descriptor on a file system whose server never answers pmqosd: every
+close of a FUSE descriptor sends FLUSH and the closer waits, uninterruptibly,
+for the answer — process exit included. A user without rights mounts one
+(fusermount3), whose server (withholding-fs.c) answers every FLUSH but
+pmqosd's and its children's, and sends a descriptor of it with RequestFor
+and with a GetLatency that never references it. sd-bus used to close those
+on pmqosd's loop: it slept in request_wait_answer for good, root unanswered,
+an honest client's bound stayed after it left, SIGKILL left it in state D.
+Now no such descriptor is ever installed in pmqosd (the gate, the sorter:
+daemon/DESIGN.md, Hostile callers): root and another user are answered
+within a second, departures are heard, SIGTERM ends pmqosd, and what the
+attacker pins (sorters, the descriptors they keep) is bounded, with
+LimitsExceeded past it."""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+from adversary import AdversaryTestCase, set_up_module, tear_down_module
+from fixtures import NOBODY, TIME_SCALE, main, setpriv, wait_for
+
+setUpModule = set_up_module
+tearDownModule = tear_down_module
+
+HONEST_BOUND = 1.0 * TIME_SCALE
+SERVER = os.environ.get("PMQOS_WITHHOLDING_FS", "")
+OTHER_USER = 1  # "daemon": neither root nor the attacker
+
+ATTACK = r'''
+import json, os, sys, time, gi
+gi.require_version("Gio", "2.0")
+from gi.repository import Gio, GLib
+address, path, method, n_calls, n_fds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
+conn = Gio.DBusConnection.new_for_address_sync(address, flags, None, None)
+fd = os.pidfd_open(os.getpid()) if path == "pidfd" else os.open(path, os.O_RDONLY)
+if method == "GetLatency":  # descriptors the body never references
+    iface, body = "org.freedesktop.UPower.QoS", GLib.Variant("(s)", ("cpu_dma",))
+else:
+    iface, body = "org.freedesktop.PMQoS", GLib.Variant("(siha{sv})", ("cpu_dma", 10, 0, {}))
+out = []
+for i in range(n_calls):
+    fdl = Gio.UnixFDList.new()
+    for _ in range(n_fds):
+        fdl.append(fd)
+    try:
+        conn.call_with_unix_fd_list_sync("org.freedesktop.PMQoS", "/org/freedesktop/PMQoS", iface, method, body,
+                                         None, 0, 10000, fdl, None)
+        out.append(["ok", ""])
+    except GLib.Error as e:
+        out.append([Gio.DBusError.get_remote_error(e) or str(e), e.message])
+print(json.dumps(out), flush=True)
+'''
+
+
+def pinned(pid):
+    """Threads and descriptors of a process."""
+    return len(os.listdir("/proc/%d/task" % pid)), len(os.listdir("/proc/%d/fd" % pid))
+
+
+def sorters(pid):
+    """pmqosd's descriptor sorters, retired ones not yet reaped included."""
+    out = subprocess.run(["pgrep", "-P", str(pid), "-x", "pmqosd-sorter"], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
+
+
+@unittest.skipUnless(SERVER and shutil.which("fusermount3") and os.path.exists("/dev/fuse"),
+                     "needs libfuse3 (pmqos-withholding-fs), fusermount3 and /dev/fuse")
+class TestWithholdingFuse(AdversaryTestCase):
+    def setUp(self):
+        super().setUp()
+        self.mnt = tempfile.mkdtemp(prefix="pmqos-fuse-")
+        os.chmod(self.mnt, 0o755)
+        os.chown(self.mnt, NOBODY, NOBODY)
+        self.addCleanup(os.rmdir, self.mnt)
+        # The attacker mounts it where it may (/dev/fuse 0666, as udev sets
+        # it); else root does, for it (allow_other), and it sends from there.
+        as_nobody = subprocess.run([*setpriv(NOBODY), "test", "-r", "/dev/fuse", "-a", "-w", "/dev/fuse"]).returncode == 0
+        cmd = [*setpriv(NOBODY), SERVER, self.mnt, str(self.daemon.proc.pid)] if as_nobody else \
+            [SERVER, self.mnt, str(self.daemon.proc.pid), "allow_other"]
+        if not as_nobody:
+            print("# /dev/fuse is not open to uid %d here: root mounts the attacker's file system" % NOBODY)
+        self.server_log = os.path.join(self.bus.dir, "withholding-fs-%d.log" % time.monotonic_ns())
+        with open(self.server_log, "w") as log:
+            self.server = subprocess.Popen(cmd, stdout=log)
+        self.addCleanup(self.unmount)
+        wait_for(lambda: self.server_lines()[:1] == ["mounted"] or self.server.poll() is not None,
+                 what="the FUSE server")
+        self.assertEqual(self.server_lines()[:1], ["mounted"])
+        self.file = os.path.join(self.mnt, "f")
+        wait_for(lambda: os.path.exists(self.file), what="the FUSE mount")
+
+    def unmount(self):
+        """The server ended (every withheld close is released), the mount gone."""
+        if self.server.poll() is None:
+            self.server.terminate()
+            try:
+                self.server.wait(10)
+            except subprocess.TimeoutExpired:
+                self.server.kill()
+                self.server.wait()
+        subprocess.run(["fusermount3", "-u", "-z", self.mnt], capture_output=True)
+
+    def server_lines(self):
+        with open(self.server_log) as f:
+            return [line.strip() for line in f]
+
+    def withheld_from_pmqosd(self):
+        """The FLUSHes the server withheld from pmqosd itself (not its sorters):
+        each would be a close of the attacker's descriptor in pmqosd."""
+        return [line for line in self.server_lines() if line.split()[2:] == [str(self.daemon.proc.pid)]]
+
+    def attack(self, method, n_calls, n_fds=1, uid=NOBODY, target=None):
+        cmd = [*setpriv(uid), "/usr/bin/python3", "-c", ATTACK, self.bus.address, target or self.file, method,
+               str(n_calls), str(n_fds)]
+        r = subprocess.run(cmd, env=self.bus.env, capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def assertAnswered(self):
+        """Root and another user answered within HONEST_BOUND; pmqosd alive."""
+        start = time.monotonic()
+        self.assertEqual(self.honest.latency(), 700)
+        other = self.peer(uid=OTHER_USER)
+        self.assertEqual(other.call("GetLatency", "s", "cpu_dma"), ("ok", [700]))
+        elapsed = time.monotonic() - start
+        self.assertLess(elapsed, HONEST_BOUND, "root and another user answered in %.2f s" % elapsed)
+        self.assertIntact()
+
+    def assertLeaverLifted(self):
+        """An honest client's bound ends with it: pmqosd still hears departures."""
+        leaver = self.peer(uid=0)
+        leaver.request(10)
+        self.assert_eventually(lambda: self.honest.latency() == 10, what="the leaver's bound")
+        self.assertKernelAtMost(10)
+        leaver.close()
+        self.assert_eventually(lambda: self.honest.latency() == 700, what="the leaver's bound to be lifted")
+        if self.kernel.real:
+            self.assert_eventually(lambda: self.kernel.read() == 700, what="the kernel back at 700")
+
+    def test_get_latency_with_unreferenced_descriptors(self):
+        before = pinned(self.daemon.proc.pid)
+        results = self.attack("GetLatency", 4, 16)
+        self.assertEqual([r[0] for r in results], ["ok"] * 4)
+        self.assertAnswered()
+        self.assertEqual(self.withheld_from_pmqosd(), [])
+        self.assertLeaverLifted()
+        # pmqosd itself pins nothing: its threads and descriptors as before.
+        self.assertEqual(pinned(self.daemon.proc.pid)[0], before[0])
+        self.assertLessEqual(pinned(self.daemon.proc.pid)[1], before[1] + 2)
+
+    def test_request_for_refused_and_sigterm_ends_pmqosd(self):
+        results = self.attack("RequestFor", 3)
+        self.assertEqual([r[0] for r in results], ["org.freedesktop.DBus.Error.InvalidArgs"] * 3)
+        self.assertIn("regular file", results[0][1])
+        self.assertAnswered()
+        self.assertEqual(self.withheld_from_pmqosd(), [])
+        self.assertLeaverLifted()
+        # Stopped during the attack: pmqosd exits and is reaped; only its
+        # sorter may wait at its own exit, until the server goes.
+        pid = self.daemon.proc.pid
+        waiting = sorters(pid)
+        self.assertEqual(self.daemon.stop(timeout=10 * TIME_SCALE), 0, self.daemon.output())
+        self.assertIsNone(state(pid))
+        print("# after SIGTERM: pmqosd reaped; its sorter(s) %s in state %s" %
+              (waiting, [state(p) for p in waiting]))
+        self.unmount()
+        for p in waiting:
+            wait_for(lambda: state(p) in (None, "Z"), timeout=10, what="the sorter to end with the server")
+
+    def test_what_the_attacker_pins_is_bounded(self):
+        limited = ["org.freedesktop.DBus.Error.InvalidArgs", "org.freedesktop.DBus.Error.LimitsExceeded"]
+        # One uid: 256 kept descriptors (16 calls of 16), then refused...
+        names = [r[0] for r in self.attack("RequestFor", 20, 16)]
+        self.assertEqual(names, [limited[0]] * 16 + [limited[1]] * 4)
+        # ...and root's RequestFor with a pidfd still granted: one uid never fills a sorter.
+        self.assertEqual(self.attack("RequestFor", 1, 1, uid=0, target="pidfd"), [["ok", ""]])
+        # Six more uids: a sorter keeps up to 512 and is retired, two retired
+        # ones may wait at once; then everyone's descriptors are refused.
+        accepted = 16
+        for uid in range(1, 7):
+            results = self.attack("RequestFor", 17, 16, uid=uid)
+            self.assertLessEqual({r[0] for r in results}, set(limited))
+            accepted += sum(r[0] == limited[0] for r in results)
+        results = self.attack("RequestFor", 1, 1, uid=0, target="pidfd")
+        self.assertEqual(results[0][0], limited[1])
+        self.assertIn("Try again later", results[0][1])
+        pid = self.daemon.proc.pid
+        alive = sorters(pid)
+        # A retired sorter waiting in its exit shows no descriptors (its table is
+        # detached first): it keeps at most 512 by construction.
+        kept = sum(pinned(p)[1] for p in alive if state(p) not in (None, "Z"))
+        print("# %d calls of 16 kept before the bound; %d sorters (states %s), %d descriptors in the live one; "
+              "pmqosd's threads and descriptors %r" % (accepted, len(alive), [state(p) for p in alive], kept,
+                                                        pinned(pid)))
+        self.assertLessEqual(len(alive), 3)
+        self.assertLessEqual(accepted * 16, 3 * 512)
+        self.assertAnswered()
+        self.assertLeaverLifted()
+        self.assertEqual(self.withheld_from_pmqosd(), [])
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Unit tests of the ledger on a fake cpuidle tree and a clock the test
+ * moves: charged while a state is blocked and only then, to the CPU and its
+ * holder's row; no counter read when neither the holder nor the blocked set
+ * changes; blocked entries counted (one spared at the start of a newly
+ * blocked state); an offline CPU, a state that appears and a counter that
+ * begins again lose nothing; rows bounded, the oldest inactive folded. */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sys/ledger.h"
+#include "unit.h"
+
+static int64_t now;
+
+static int64_t fake_clock(void) {
+        return now;
+}
+
+static const char *dir;
+
+/* cpuN/cpuidle/stateK/name: what sets its counters. */
+static void set_state(unsigned cpu, unsigned k, uint32_t latency, uint64_t usage, uint64_t time) {
+        char path[128], text[32];
+        snprintf(path, sizeof(path), "devices/system/cpu/cpu%u/cpuidle/state%u/latency", cpu, k);
+        snprintf(text, sizeof(text), "%u\n", latency);
+        unit_write_file(dir, path, text);
+        snprintf(path, sizeof(path), "devices/system/cpu/cpu%u/cpuidle/state%u/usage", cpu, k);
+        snprintf(text, sizeof(text), "%llu\n", (unsigned long long) usage);
+        unit_write_file(dir, path, text);
+        snprintf(path, sizeof(path), "devices/system/cpu/cpu%u/cpuidle/state%u/time", cpu, k);
+        snprintf(text, sizeof(text), "%llu\n", (unsigned long long) time);
+        unit_write_file(dir, path, text);
+}
+
+/* Two CPUs: POLL 0 µs, C1 2 µs, C6 100 µs, counters at 0. */
+static void make_tree(Ledger *l) {
+        dir = unit_make_memory_dir("ledger");
+        for (unsigned cpu = 0; cpu < 2; cpu++) {
+                set_state(cpu, 0, 0, 0, 0);
+                set_state(cpu, 1, 2, 0, 0);
+                set_state(cpu, 2, 100, 0, 0);
+        }
+        now = 1000;
+        ck_assert_int_eq(ledger_init(l, dir, 2, fake_clock), 0);
+}
+
+static void done(Ledger *l) {
+        ledger_done(l);
+        unit_remove_dir(dir);
+}
+
+static LedgerHolder holder(LedgerKind kind, uint32_t uid, uint32_t cookie) {
+        return (LedgerHolder){ .kind = kind, .uid = uid, .cookie = cookie };
+}
+
+static void name_it(LedgerHolder *who, void *userdata) {
+        snprintf(who->comm, sizeof(who->comm), "%s", (const char *) userdata);
+}
+
+START_TEST(test_charged_while_blocked) {
+        Ledger l;
+        make_tree(&l);
+        LedgerHolder a = holder(LEDGER_REQUEST, 1000, 7);
+        ledger_set(&l, 0, 0, &a, name_it, "game"); /* POLL only: C1 and C6 blocked */
+        ck_assert_uint_eq(l.cpus[0].blocked, 6);
+        ck_assert_uint_eq(l.n_rows, 1);
+        ck_assert_str_eq(l.rows[0].who.comm, "game");
+
+        set_state(0, 0, 0, 40, 500); /* 500 µs polled */
+        set_state(1, 1, 2, 9, 900);  /* cpu1 is not bound: nothing */
+        now += 1000;
+        ledger_sample(&l);
+        LedgerCost want = { .held = 1000, .shallow_idle = 500, .blocked_entries = 0 };
+        ck_assert_mem_eq(&l.cpus[0].cost, &want, sizeof(want));
+        ck_assert_mem_eq(&l.rows[0].cost, &want, sizeof(want));
+        ck_assert(ledger_verified(&l, 0));
+        ck_assert(!ledger_verified(&l, 1));
+        ck_assert_uint_eq(l.cpus[1].cost.shallow_idle, 0);
+        ck_assert_uint_eq(l.rows[0].n_cpus, 1);
+
+        /* Released: the interval is settled to it, then nothing more. */
+        set_state(0, 0, 0, 50, 800);
+        now += 500;
+        ledger_set(&l, 0, -1, &(LedgerHolder){ .kind = LEDGER_NONE }, NULL, NULL);
+        ck_assert_uint_eq(l.rows[0].cost.shallow_idle, 800);
+        ck_assert_uint_eq(l.rows[0].cost.held, 1500);
+        ck_assert_uint_eq(l.rows[0].n_cpus, 0);
+        set_state(0, 0, 0, 60, 2000);
+        now += 500;
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[0].cost.shallow_idle, 800);
+        ck_assert(!ledger_verified(&l, 0));
+        done(&l);
+}
+END_TEST
+
+START_TEST(test_no_reading_unless_something_changes) {
+        Ledger l;
+        make_tree(&l);
+        LedgerHolder a = holder(LEDGER_REQUEST, 0, 1), b = holder(LEDGER_REQUEST, 0, 2);
+
+        /* No bound on a CPU never read: nothing to read. */
+        ledger_set(&l, 1, -1, &(LedgerHolder){ .kind = LEDGER_NONE }, NULL, NULL);
+        ck_assert_uint_eq(l.n_reads, 0);
+        ledger_set(&l, 0, 0, &a, NULL, NULL);
+        uint64_t reads = l.n_reads;
+        ck_assert_uint_gt(reads, 0);
+        ledger_set(&l, 0, 0, &a, NULL, NULL);
+        ledger_set(&l, 0, 1, &a, NULL, NULL); /* blocks the same states */
+        ck_assert_uint_eq(l.n_reads, reads);
+        ledger_set(&l, 0, 1, &b, NULL, NULL); /* another holder */
+        ck_assert_uint_eq(l.n_reads, reads + 1);
+        ledger_set(&l, 0, 2, &b, NULL, NULL); /* C1 allowed now */
+        ck_assert_uint_eq(l.n_reads, reads + 2);
+        ck_assert_uint_eq(l.cpus[0].blocked, 4);
+        /* A bound with nothing blocked charges nobody, whoever sets it. */
+        ledger_set(&l, 0, 100, &a, NULL, NULL);
+        ck_assert_uint_eq(l.cpus[0].blocked, 0);
+        ck_assert_int_eq(l.cpus[0].row, -1);
+        reads = l.n_reads;
+        ledger_set(&l, 0, 500, &b, NULL, NULL);
+        ck_assert_uint_eq(l.n_reads, reads);
+        done(&l);
+}
+END_TEST
+
+START_TEST(test_blocked_entries) {
+        Ledger l;
+        make_tree(&l);
+        set_state(0, 1, 2, 10, 100);
+        LedgerHolder a = holder(LEDGER_REQUEST, 0, 1);
+        ledger_set(&l, 0, 0, &a, NULL, NULL);
+        /* 3 exits from C1: one of an entry made before the bound came. */
+        set_state(0, 1, 2, 13, 130);
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[0].cost.blocked_entries, 2);
+        ck_assert(!ledger_verified(&l, 0));
+        set_state(0, 2, 100, 1, 1000);
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[0].cost.blocked_entries, 3);
+        ck_assert_uint_eq(l.cpus[0].cost.shallow_idle, 30 + 1000);
+        ck_assert_uint_eq(l.rows[0].cost.blocked_entries, 3);
+        /* A new blocked set starts verified again. */
+        ledger_set(&l, 0, 50, &a, NULL, NULL);
+        ck_assert(ledger_verified(&l, 0));
+        done(&l);
+}
+END_TEST
+
+START_TEST(test_nothing_lost) {
+        Ledger l;
+        make_tree(&l);
+        LedgerHolder a = holder(LEDGER_EXTERNAL, LEDGER_UID_UNKNOWN, 0);
+        set_state(1, 0, 0, 5, 1000);
+        ledger_set(&l, 1, 0, &a, NULL, NULL);
+
+        /* Offline: its cpuidle directory is gone; nothing read, nothing lost. */
+        char from[512], to[512];
+        snprintf(from, sizeof(from), "%s/devices/system/cpu/cpu1/cpuidle", dir);
+        snprintf(to, sizeof(to), "%s/devices/system/cpu/cpu1/gone", dir);
+        ck_assert_int_eq(rename(from, to), 0);
+        now += 100;
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[1].cost.held, 0);
+        ck_assert_int_eq(rename(to, from), 0);
+        set_state(1, 0, 0, 6, 1400);
+        now += 100;
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[1].cost.shallow_idle, 400);
+        ck_assert_uint_eq(l.cpus[1].cost.held, 200);
+
+        /* A state appearing counts whole; a counter lower than before began again at 0. */
+        set_state(1, 3, 300, 2, 70);
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[1].cost.shallow_idle, 470);
+        ck_assert_uint_eq(l.cpus[1].cost.blocked_entries, 2);
+        set_state(1, 0, 0, 1, 30);
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[1].cost.shallow_idle, 500);
+        /* A CPU out of range is no CPU. */
+        ledger_set(&l, 99, 0, &a, NULL, NULL);
+        done(&l);
+}
+END_TEST
+
+START_TEST(test_rows_bounded) {
+        Ledger l;
+        make_tree(&l);
+        uint64_t idle = 0;
+        for (uint32_t i = 0; i < 2 * LEDGER_ROWS_MAX; i++) {
+                LedgerHolder h = holder(LEDGER_REQUEST, i, i + 1);
+                ledger_set(&l, 0, 0, &h, NULL, NULL);
+                idle += 10;
+                set_state(0, 0, 0, i, idle);
+                now += 10;
+        }
+        ledger_set(&l, 0, -1, &(LedgerHolder){ .kind = LEDGER_NONE }, NULL, NULL);
+        ck_assert_uint_eq(l.n_rows, LEDGER_ROWS_MAX);
+        uint64_t sum = 0, held = 0;
+        unsigned others = 0, active = 0;
+        for (unsigned i = 0; i < l.n_rows; i++) {
+                sum += l.rows[i].cost.shallow_idle;
+                held += l.rows[i].cost.held;
+                others += l.rows[i].who.kind == LEDGER_OTHER;
+                active += l.rows[i].n_cpus > 0;
+        }
+        ck_assert_uint_eq(others, 1);
+        ck_assert_uint_eq(active, 0);
+        ck_assert_uint_eq(sum, l.cpus[0].cost.shallow_idle);
+        ck_assert_uint_eq(sum, idle);
+        ck_assert_uint_eq(held, l.cpus[0].cost.held);
+        ck_assert_str_eq(ledger_kind_name(LEDGER_OTHER), "other");
+        ck_assert_str_eq(ledger_kind_name(LEDGER_BATTERY_FLOOR), "battery-floor");
+        done(&l);
+}
+END_TEST
+
+static Suite *suite(void) {
+        Suite *s = suite_create("ledger");
+        TCase *tc = tcase_create("ledger");
+        tcase_add_test(tc, test_charged_while_blocked);
+        tcase_add_test(tc, test_no_reading_unless_something_changes);
+        tcase_add_test(tc, test_blocked_entries);
+        tcase_add_test(tc, test_nothing_lost);
+        tcase_add_test(tc, test_rows_bounded);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void) {
+        return unit_run(suite(), CK_FORK_GETENV);
+}
