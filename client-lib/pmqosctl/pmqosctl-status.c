@@ -407,7 +407,7 @@ int verb_status(int argc, char *argv[]) {
                 return r;
         }
         status_view v;
-        r = explain(client, !json, &v);
+        r = explain(client, !json && !check, &v); /* --check: the per-CPU ledger, of Explain() only */
         if (r == 0) {
                 if (check)
                         r = status_check(v.e);

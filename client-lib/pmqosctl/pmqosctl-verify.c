@@ -139,6 +139,25 @@ static unsigned check_device(const pmqos_explanation *e, const char *device, int
         return 1;
 }
 
+/* The ledger's verdict where pmqosd has one (Explain(), not folded): a CPU
+ * whose bound blocks a state that was entered since it took effect. */
+static unsigned check_obeyed(const pmqos_explanation *e) {
+        unsigned mismatches = 0;
+        for (size_t i = 0; e->cpus && i < e->n_cpus && i < e->n_cpu_costs; i++) {
+                const pmqos_cpu_info *cpu = &e->cpus[i];
+                bool blocked = false;
+                for (size_t k = 0; k < cpu->n_cstates; k++)
+                        blocked |= !cpu->cstates[k].allowed && !cpu->cstates[k].disabled;
+                if (!blocked || e->cpu_costs[i].verified)
+                        continue;
+                printf("cpu%" PRIu32 ": a C-state its bound blocks was entered since the bound took effect (%" PRIu64
+                       " entries into blocked states since pmqosd started): the kernel does not obey it\n",
+                       cpu->cpu, e->cpu_costs[i].blocked_entries);
+                mismatches++;
+        }
+        return mismatches;
+}
+
 int status_check(const pmqos_explanation *e) {
         unsigned mismatches = check_device(e, "/dev/cpu_dma_latency", e->effective, e->kernel);
         if (e->kernel_ignores_writes) {
@@ -158,6 +177,7 @@ int status_check(const pmqos_explanation *e) {
                 free(t);
                 mismatches++;
         }
+        mismatches += check_obeyed(e);
         if (mismatches)
                 return EXIT_REFUSED;
         printf("The kernel applies what pmqosd asks: the device and every per-CPU bound read back.\n");

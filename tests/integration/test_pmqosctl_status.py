@@ -122,6 +122,19 @@ class TestCheck(StatusTestCase):
         put_back()
         self.ctl("status", "--check", check=0)
 
+    def test_blocked_state_entered_is_1(self):
+        """The ledger's verdict (fake sysfs): at 50 µs cpu2's C6 (85 µs) is
+        blocked; once its usage counter grows, --check names cpu2."""
+        root = self.fake_sysfs_daemon()
+        self.ctl("request", "50", "--timeout", "60", check=0)
+        line = "cpu2: a C-state its bound blocks was entered since the bound took effect"
+        self.assertNotIn(line, self.ctl("status", "--check").stdout)
+        with open(os.path.join(root, "devices/system/cpu/cpu2/cpuidle/state2/usage"), "w") as f:
+            f.write("905\n")  # 900 before: 5 entries into the blocked C6
+        proc = self.ctl("status", "--check", check=1)
+        self.assertIn(line + " (5 entries into blocked states since pmqosd started): the kernel does not obey it\n",
+                      proc.stdout)
+
     def test_usage(self):
         for args in (("--check", "--json"), ("--check", "--watch"), ("--check", "x")):
             self.assertEqual(self.ctl("status", *args, check=2).stdout, "")
