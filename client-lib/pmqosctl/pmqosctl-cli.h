@@ -71,6 +71,18 @@ void json_string(const char *s);
 /* One request as a JSON object, with the keys of ListRequests. */
 void json_request(const pmqos_request_info *q);
 
+/* status's parts (pmqosctl-verify.c): "cpu0–3,6", CPUs ascending, runs as
+ * ranges; "request 12 of uid 0 pid 4711 `cmd` (reason)"; whether a CPU's
+ * own bound is stricter than the machine-wide one, and each such row as
+ * "; cpu1 10 µs by …" (reqs: the requests, to name who sets it; of_requests:
+ * only bounds a request may set, not a file someone else wrote); --check. */
+void print_cpu_numbers(const uint32_t *cpus, size_t n);
+void print_request_who(const pmqos_request_info *q);
+bool has_cpu_bounds(const pmqos_explanation *e, bool of_requests);
+void print_cpu_bounds(const pmqos_explanation *e, const pmqos_request_info *reqs, size_t n_reqs);
+int status_check(const pmqos_explanation *e);
+/* status --json (pmqosctl-status-json.c). */
+void print_explanation_json(const pmqos_explanation *e);
 /* pmqosctl-cost.c: the cost of the bounds in force ("Cost:" lines of
  * status, from Ledger()), and cpus[i]'s figures of it as JSON keys. */
 void print_cost(pmqos_client *c, const pmqos_explanation *e);
@@ -82,6 +94,7 @@ int verb_list(int argc, char *argv[]);
 int verb_hold(int argc, char *argv[]);
 int verb_request(int argc, char *argv[]);
 int verb_run(int argc, char *argv[]);
+int verb_check_config(int argc, char *argv[]);
 /* pmqosctl run's setup failure: says why, returns 125 (pmqosctl-run-serve.c). */
 #define EXIT_RUN_FAILED 125 /* pmqosctl run itself failed: COMMAND did not run */
 int setup_fail(const char *what, const char *why);

@@ -39,6 +39,7 @@
 
 #include "pmqosctl-cli.h"
 #include "standin/standin-fs.h"
+#include "util/cpu-list.h"
 
 #define EXIT_CANNOT_RUN 126
 #define EXIT_NOT_FOUND 127
@@ -47,6 +48,7 @@ static const char *const devices[] = { "cpu_dma_latency", "cpu_wakeup_latency" }
 
 typedef struct run_setup {
         bool root;
+        bool wakeup; /* bind the wakeup stand-in too */
         uid_t uid;
         gid_t gid;
         char dir[64]; /* where the stand-in is mounted */
@@ -102,10 +104,10 @@ static _Noreturn void run_child(const run_setup *setup, char **command, const si
                 char dev[64], file[128];
                 snprintf(dev, sizeof(dev), "/dev/%s", devices[i]);
                 snprintf(file, sizeof(file), "%s/%s", setup->dir, devices[i]);
-                if (access(dev, F_OK) < 0) {
+                if (access(dev, F_OK) < 0 || (i == 1 && !setup->wakeup)) {
                         if (i == 0)
                                 child_fail("/dev/cpu_dma_latency");
-                        continue; /* a kernel without it */
+                        continue; /* a kernel without it, or --cpus */
                 }
                 if (mount(file, dev, NULL, MS_BIND, NULL) < 0)
                         child_fail(dev);
@@ -295,8 +297,8 @@ static int run_serve(standin *s, const char *dir, int sfd) {
 }
 
 static int run_help(void) {
-        printf("Usage: pmqosctl run [--reason TEXT] -- COMMAND [ARG…]\n"
-               "       pmqosctl run [--reason TEXT] --serve DIR\n"
+        printf("Usage: pmqosctl run [--reason TEXT] [--cpus LIST] [--clamp USEC] -- COMMAND [ARG…]\n"
+               "       pmqosctl run [--reason TEXT] [--cpus LIST] [--clamp USEC] --serve DIR\n"
                "Run COMMAND with a stand-in /dev/cpu_dma_latency (and /dev/cpu_wakeup_latency\n"
                "where the kernel has it): each open of it is a request of the opening process\n"
                "to pmqosd (floored, limited and listed like any other), a 4-byte write sets\n"
@@ -304,6 +306,8 @@ static int run_help(void) {
                "read gives the machine's value, the last close ends it.\n"
                "Exit status is COMMAND's; 125 when the stand-in cannot be set up, 126 when\n"
                "COMMAND cannot be run, 127 when it is not found.\n"
+               "--cpus LIST: the requests bind these CPUs only (no wakeup stand-in then: it\n"
+               "has no per-CPU form). --clamp USEC: a write stricter than USEC is raised to it.\n"
                "--serve DIR (root): serve DIR/cpu_dma_latency (and DIR/cpu_wakeup_latency) for\n"
                "services, which bind it over the device (BindPaths=); root's opens only.\n"
                "Until stopped.\n");
@@ -311,14 +315,17 @@ static int run_help(void) {
 }
 
 static const char *arg_serve;
+static uint32_t *arg_cpus;
+static size_t arg_n_cpus;
+static int32_t arg_clamp;
 
 static int run_parse(int argc, char *argv[], const char **ret_reason, char ***ret_command) {
         static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "reason", required_argument, NULL, 'r' },
-                { "serve", required_argument, NULL, 's' },
-                {},
+                { "help", no_argument, NULL, 'h' },        { "reason", required_argument, NULL, 'r' },
+                { "serve", required_argument, NULL, 's' }, { "cpus", required_argument, NULL, 'c' },
+                { "clamp", required_argument, NULL, 'C' }, {},
         };
+        const char *cstate;
         int c;
         optind = 0;
         /* "+": options end at COMMAND, whose own options are its own. */
@@ -330,6 +337,15 @@ static int run_parse(int argc, char *argv[], const char **ret_reason, char ***re
                         if (optarg[0] != '/' || strlen(optarg) > 40)
                                 return usage_error("run", "--serve takes an absolute path of at most 40 bytes");
                         arg_serve = optarg;
+                        break;
+                case 'c':
+                        free(arg_cpus);
+                        if (cpu_list_parse(optarg, &arg_cpus, &arg_n_cpus) < 0)
+                                return usage_error("run", "invalid CPU list \"%s\"; give one like 0-3,8", optarg);
+                        break;
+                case 'C':
+                        if (parse_usec_or_cstate("run", optarg, &arg_clamp, &cstate) != 0)
+                                return EXIT_USAGE;
                         break;
                 case 'r':
                         if (strlen(optarg) > 200)
@@ -364,10 +380,17 @@ int verb_run(int argc, char *argv[]) {
         if (sfd < 0)
                 return setup_fail("cannot watch signals", strerror(errno));
 
-        run_setup setup = { .root = geteuid() == 0, .uid = geteuid(), .gid = getegid() };
+        run_setup setup = { .root = geteuid() == 0,
+                            .wakeup = arg_n_cpus == 0 && access("/dev/cpu_wakeup_latency", F_OK) == 0,
+                            .uid = geteuid(),
+                            .gid = getegid() };
         s.uid = setup.uid;
         s.gid = setup.gid;
+        s.wakeup = setup.wakeup; /* --serve too: only what the kernel has */
         s.backend.reason = reason;
+        s.backend.cpus = arg_cpus;
+        s.backend.n_cpus = arg_n_cpus;
+        s.backend.clamp = arg_clamp;
         if (arg_serve) {
                 r = run_serve(&s, arg_serve, sfd);
                 close(sfd);

@@ -139,8 +139,9 @@ static void cpus_text(const pmqos_request_info *r, char *buf, size_t size) {
                 len += (size_t) snprintf(buf + len, size - len, "%s%" PRIu32, i ? "," : "", r->cpus[i]);
 }
 
-/* The table shows at most REASON_COLUMNS columns of a reason ("…" marks the
- * cut); --json has all of it. */
+/* On a terminal (without --full) the table shows at most REASON_COLUMNS
+ * columns of a reason ("…" marks the cut); --json, --full and output that
+ * is not a terminal have all of it. */
 #define REASON_COLUMNS 40
 /* And of a process or cgroup a request is bound to. */
 #define LIFETIME_COLUMNS 40
@@ -177,12 +178,12 @@ static void since_text(int64_t created_usec, time_t now, char *buf, size_t size)
 /* How long it lives: what it is bound to (a descriptor, a rule, the process
  * or cgroup it names: not the requester, often gone), its deadline, or its
  * owner's connection. */
-static char *lifetime_text(const pmqos_request_info *q, time_t now) {
+static char *lifetime_text(const pmqos_request_info *q, time_t now, bool cut) {
         const char *bound = q->bound_to ? q->bound_to : "";
         char *s = NULL;
         if (strcmp(bound, "process") == 0 || strcmp(bound, "cgroup") == 0) {
                 char *target = term_text(q->target && q->target[0] ? q->target : bound);
-                s = target ? cut_columns(target, LIFETIME_COLUMNS) : NULL;
+                s = target ? cut_columns(target, cut ? LIFETIME_COLUMNS : INT32_MAX) : NULL;
                 free(target);
         } else if (strcmp(bound, "fd") == 0 || strcmp(bound, "rule") == 0)
                 s = strdup(bound);
@@ -194,7 +195,7 @@ static char *lifetime_text(const pmqos_request_info *q, time_t now) {
         return s;
 }
 
-static void row_cells(const pmqos_request_info *q, time_t now, char *cells[N_COLS]) {
+static void row_cells(const pmqos_request_info *q, time_t now, bool cut, char *cells[N_COLS]) {
         char buf[256];
         struct passwd *pw = getpwuid(q->uid);
 
@@ -209,20 +210,20 @@ static void row_cells(const pmqos_request_info *q, time_t now, char *cells[N_COL
         (void) !asprintf(&cells[COL_PID], "%" PRIu32, q->pid);
         since_text(q->created_usec, now, buf, sizeof(buf));
         cells[COL_SINCE] = strdup(buf);
-        cells[COL_LIFETIME] = lifetime_text(q, now);
+        cells[COL_LIFETIME] = lifetime_text(q, now, cut);
         cpus_text(q, buf, sizeof(buf));
         cells[COL_CPUS] = strdup(buf);
         char *reason = term_text(q->reason[0] ? q->reason : "-");
-        cells[COL_REASON] = reason ? cut_columns(reason, REASON_COLUMNS) : NULL;
+        cells[COL_REASON] = reason ? cut_columns(reason, cut ? REASON_COLUMNS : INT32_MAX) : NULL;
         free(reason);
         cells[COL_COMMAND] = term_text(q->exec);
 }
 
-/* How wide the table may be: the terminal's width, or no limit when the
- * output is not a terminal (a pipe, a file: all of it). */
-static int table_width(void) {
+/* How wide the table may be: the terminal's width, or no limit with --full
+ * or when the output is not a terminal (a pipe, a file: all of it). */
+static int table_width(bool full) {
         struct winsize ws;
-        if (!isatty(STDOUT_FILENO))
+        if (full || !isatty(STDOUT_FILENO))
                 return INT32_MAX;
         const char *env = getenv("COLUMNS");
         uint32_t v;
@@ -232,12 +233,14 @@ static int table_width(void) {
 }
 
 /* Columns sized by display width, so the table lines up for people; the
- * last column (the command) is cut to what the terminal has left. */
-static void print_table(const pmqos_request_info *infos, size_t n) {
+ * last column (the command) is cut to what the terminal has left. full: no
+ * cut anywhere; legend: the header line. */
+static void print_table(const pmqos_request_info *infos, size_t n, bool full, bool legend) {
         char *(*cells)[N_COLS] = calloc(n ? n : 1, sizeof(*cells));
         int width[N_COLS];
         bool show[N_COLS];
         time_t now = time(NULL);
+        int max_width = table_width(full);
 
         if (!cells) {
                 fprintf(stderr, "pmqosctl: out of memory\n");
@@ -248,7 +251,7 @@ static void print_table(const pmqos_request_info *infos, size_t n) {
                 show[k] = k != COL_TYPE;
         }
         for (size_t i = 0; i < n; i++) {
-                row_cells(&infos[i], now, cells[i]);
+                row_cells(&infos[i], now, max_width != INT32_MAX, cells[i]);
                 /* A TYPE column only where there is more than cpu_dma (Linux 6.19's cpu_wakeup). */
                 show[COL_TYPE] |= strcmp(infos[i].type, "cpu_dma") != 0;
                 for (int k = 0; k < N_COLS; k++)
@@ -258,10 +261,10 @@ static void print_table(const pmqos_request_info *infos, size_t n) {
         int used = 0;
         for (int k = 0; k < COL_COMMAND; k++)
                 used += show[k] ? width[k] + 1 : 0;
-        int room = table_width() - used;
+        int room = max_width - used;
         width[COL_COMMAND] = room > COMMAND_COLUMNS_MIN ? room : COMMAND_COLUMNS_MIN;
 
-        for (size_t i = 0; i <= n; i++) {
+        for (size_t i = legend ? 0 : 1; i <= n; i++) {
                 for (int k = 0; k < N_COLS; k++) {
                         if (!show[k])
                                 continue;
@@ -285,18 +288,29 @@ static void print_table(const pmqos_request_info *infos, size_t n) {
 int verb_list(int argc, char *argv[]) {
         static const struct option options[] = { { "help", no_argument, NULL, 'h' },
                                                  { "json", no_argument, NULL, 'j' },
+                                                 { "full", no_argument, NULL, 'l' },
+                                                 { "no-legend", no_argument, NULL, 'L' },
                                                  {} };
-        bool json = false;
+        bool json = false, full = false, legend = true;
         int c;
         optind = 0; /* full re-initialisation after main()'s own parsing */
-        while ((c = getopt_long(argc, argv, "hj", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "hjl", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
-                        printf("Usage: pmqosctl list [--json]\n"
-                               "List every latency request, one line each, or as a JSON array.\n");
+                        printf("Usage: pmqosctl list [--json] [--full] [--no-legend]\n"
+                               "List every latency request, one line each, or as a JSON array.\n"
+                               "  -l --full    no column cut to the terminal's width (output that is not a\n"
+                               "               terminal is never cut)\n"
+                               "     --no-legend  no header line\n");
                         return 0;
                 case 'j':
                         json = true;
+                        break;
+                case 'l':
+                        full = true;
+                        break;
+                case 'L':
+                        legend = false;
                         break;
                 default:
                         return bad_option("list", argc, argv);
@@ -325,7 +339,7 @@ int verb_list(int argc, char *argv[]) {
                 }
                 printf("%s]\n", n ? "\n" : "");
         } else {
-                print_table(infos, n);
+                print_table(infos, n, full, legend);
         }
         pmqos_request_info_free(infos, n);
         pmqos_client_free(client);

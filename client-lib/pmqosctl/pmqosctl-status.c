@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* pmqosctl status: what ExplainFolded() says, for people — the bound and what
  * sets it, other holders, each group of identical CPUs with its C-states — or
- * Explain() as JSON; --watch redraws it and adds each state's residency over
+ * Explain() as JSON (pmqosctl-status-json.c); --watch redraws it and adds each state's residency over
  * the interval (the CLI polls; pmqosd never does). */
 
 #include <errno.h>
@@ -18,73 +18,6 @@
 #include "util/parse-value.h"
 #include "pmqosctl-cli.h"
 
-/* ---- JSON: the Explain() dictionary ---- */
-
-static const char *json_bool(bool b) {
-        return b ? "true" : "false";
-}
-
-static void print_json(const pmqos_explanation *e) {
-        printf("{\"effective\": %" PRIi32 ", \"kernel\": %" PRIi32 ", \"floor\": %" PRIi32
-               ", \"wakeup_effective\": %" PRIi32 ", \"wakeup_kernel\": %" PRIi32 ", \"bound_by\": ",
-               e->effective, e->kernel, e->floor, e->wakeup_effective, e->wakeup_kernel);
-        json_string(e->bound_by);
-        printf(", \"binding\": ");
-        if (e->binding)
-                json_request(e->binding);
-        else
-                printf("{}");
-        printf(", \"external_holders\": [");
-        for (size_t i = 0; i < e->n_holders; i++) {
-                printf("%s{\"pid\": %" PRIu32 ", \"uid\": %" PRIu32 ", \"exec\": ", i ? ", " : "", e->holders[i].pid,
-                       e->holders[i].uid);
-                json_string(e->holders[i].exec);
-                printf("}");
-        }
-        printf("], \"external_holders_complete\": %s, \"external_holders_left_out\": %" PRIu32
-               ", \"external_holders_unscanned\": [",
-               json_bool(e->holders_complete), e->holders_left_out);
-        for (size_t i = 0; i < e->n_holders_unscanned; i++)
-                printf("%s{\"uid\": %" PRIu32 ", \"processes\": %" PRIu32 "}", i ? ", " : "",
-                       e->holders_unscanned[i].uid, e->holders_unscanned[i].processes);
-        printf("], \"cpus\": [");
-        for (size_t i = 0; i < e->n_cpus; i++) {
-                const pmqos_cpu_info *cpu = &e->cpus[i];
-                printf("%s\n  {\"cpu\": %" PRIu32 ", \"bound\": %" PRIi32 ", \"resume_latency\": ", i ? "," : "",
-                       cpu->cpu, cpu->bound);
-                json_string(cpu->resume_latency);
-                printf(", \"foreign\": %s", json_bool(cpu->foreign));
-                json_cpu_cost(e, i);
-                printf(", \"cstates\": [");
-                for (size_t k = 0; k < cpu->n_cstates; k++) {
-                        const pmqos_cstate_info *st = &cpu->cstates[k];
-                        printf("%s{\"name\": ", k ? ", " : "");
-                        json_string(st->name);
-                        printf(", \"latency\": %" PRIu32 ", \"allowed\": %s, \"disabled\": %s, \"usage\": %" PRIu64
-                               ", \"time\": %" PRIu64 "}",
-                               st->latency_usec, json_bool(st->allowed), json_bool(st->disabled), st->usage,
-                               st->time_usec);
-                }
-                printf("]}");
-        }
-        printf("%s], \"kernel_ignores_writes\": %s, \"rules\": [", e->n_cpus ? "\n" : "",
-               json_bool(e->kernel_ignores_writes));
-        for (size_t i = 0; i < e->n_rules; i++) {
-                const pmqos_rule_info *rule = &e->rules[i];
-                printf("%s{\"file\": ", i ? ", " : "");
-                json_string(rule->file);
-                printf(", \"unit\": ");
-                json_string(rule->unit);
-                printf(", \"latency\": %" PRIi32 ", \"state\": ", rule->latency);
-                json_string(rule->state);
-                printf(", \"holds\": %s, \"cpus\": [", json_bool(rule->holds));
-                for (size_t k = 0; k < rule->n_cpus; k++)
-                        printf("%s%" PRIu32, k ? ", " : "", rule->cpus[k]);
-                printf("]}");
-        }
-        printf("], \"rules_followed\": %s}\n", json_bool(e->rules_followed));
-}
-
 /* ---- for people ---- */
 
 static void print_exec(const char *exec) {
@@ -93,29 +26,38 @@ static void print_exec(const char *exec) {
         free(t);
 }
 
-static void print_bound_by(const pmqos_explanation *e) {
+/* What status shows: the explanation, the request count, and the requests
+ * when a CPU has a bound of its own (to name who sets it). */
+typedef struct status_view {
+        pmqos_explanation *e;
+        uint32_t count;
+        pmqos_request_info *reqs;
+        size_t n_reqs;
+} status_view;
+
+static void status_view_clear(status_view *v) {
+        v->e = pmqos_explanation_free(v->e);
+        pmqos_request_info_free(v->reqs, v->n_reqs);
+        v->reqs = NULL;
+        v->n_reqs = 0;
+}
+
+static void print_bound_by(const status_view *v) {
+        const pmqos_explanation *e = v->e;
         char bound[32], kernel[32];
         format_usec(e->effective, bound, sizeof(bound));
         format_usec(e->kernel, kernel, sizeof(kernel));
         const char *by = e->bound_by;
         printf("Bound:    ");
         if (strcmp(by, "request") == 0 && e->binding) {
-                const pmqos_request_info *q = e->binding;
-                printf("%s, set by request %" PRIu32 " of uid %" PRIu32 " pid %" PRIu32 " ", bound, q->cookie, q->uid,
-                       q->pid);
-                print_exec(q->exec);
-                if (q->reason[0]) {
-                        char *t = term_text(q->reason);
-                        printf(" (%s)", t ?: "?");
-                        free(t);
-                }
-                printf("\n");
+                printf("%s, set by ", bound);
+                print_request_who(e->binding);
         } else if (strcmp(by, "floor") == 0)
-                printf("%s, set by the floor (pmqosctl set-minimum)\n", bound);
+                printf("%s, set by the floor (pmqosctl set-minimum)", bound);
         else if (strcmp(by, "default-floor") == 0)
-                printf("%s, set by the configured default floor (DefaultMinimumLatency= in pmqosd.conf)\n", bound);
+                printf("%s, set by the configured default floor (DefaultMinimumLatency= in pmqosd.conf)", bound);
         else if (strcmp(by, "battery-floor") == 0)
-                printf("%s, set by the battery floor (OnBatteryMinimumLatency= in pmqosd.conf): on battery\n", bound);
+                printf("%s, set by the battery floor (OnBatteryMinimumLatency= in pmqosd.conf): on battery", bound);
         else if (strcmp(by, "external") == 0) {
                 printf("the kernel is at %s because ", kernel);
                 if (e->n_holders == 0)
@@ -127,9 +69,14 @@ static void print_bound_by(const pmqos_explanation *e) {
                         print_exec(e->holders[i].exec);
                         printf(" (pid %" PRIu32 ")", e->holders[i].pid);
                 }
-                printf("%s; pmqosd asks for %s\n", e->n_holders == 1 ? " holds the device itself" : "", bound);
-        } else
-                printf("none: nothing asks for one\n");
+                printf("%s; pmqosd asks for %s", e->n_holders == 1 ? " holds the device itself" : "", bound);
+        } else if (has_cpu_bounds(e, false))
+                printf("none machine-wide");
+        else
+                printf("none: nothing asks for one");
+        /* Per-CPU bounds stricter than the machine-wide one: "; cpu1 10 µs by request …". */
+        print_cpu_bounds(e, v->reqs, v->n_reqs);
+        printf("\n");
         printf("Kernel:   %s%s\n", kernel,
                e->kernel_ignores_writes ? " — the kernel ignores writes to the device: no bound has any effect" : "");
 }
@@ -190,20 +137,6 @@ static bool same_row(const pmqos_cpu_info *a, const pmqos_cpu_info *b) {
                         return false;
         }
         return true;
-}
-
-/* "cpu0–3,6": the CPUs of one row (ascending), runs as ranges. */
-static void print_cpu_numbers(const uint32_t *cpus, size_t n) {
-        printf("cpu");
-        for (size_t i = 0; i < n; i++) {
-                size_t j = i;
-                while (j + 1 < n && cpus[j + 1] == cpus[j] + 1)
-                        j++;
-                printf("%s%" PRIu32, i ? "," : "", cpus[i]);
-                if (j > i)
-                        printf("\u2013%" PRIu32, cpus[j]);
-                i = j;
-        }
 }
 
 static void print_cpu_set(const pmqos_explanation *e, const bool *in_row) {
@@ -327,11 +260,11 @@ static void print_cpus(const pmqos_explanation *e, const pmqos_explanation *prev
         free(in_row);
 }
 
-static void print_status(const pmqos_explanation *e, uint32_t count, const pmqos_explanation *prev,
-                         double interval_usec) {
+static void print_status(const status_view *v, const pmqos_explanation *prev, double interval_usec) {
+        const pmqos_explanation *e = v->e;
         char floor[32];
         format_usec(e->floor, floor, sizeof(floor));
-        print_bound_by(e);
+        print_bound_by(v);
         printf("Floor:    %s\n", floor);
         if (e->wakeup_kernel >= 0) { /* the kernel has /dev/cpu_wakeup_latency */
                 char w[32], k[32];
@@ -339,7 +272,7 @@ static void print_status(const pmqos_explanation *e, uint32_t count, const pmqos
                 format_usec(e->wakeup_kernel, k, sizeof(k));
                 printf("Wakeup:   %s asked (cpu_wakeup), the kernel at %s\n", w, k);
         }
-        printf("Requests: %" PRIu32 "\n", count);
+        printf("Requests: %" PRIu32 "\n", v->count);
         print_holders(e);
         print_rules(e);
         if (prev)
@@ -350,12 +283,17 @@ static void print_status(const pmqos_explanation *e, uint32_t count, const pmqos
 /* folded: ExplainFolded(), small on many CPUs; Explain() from a pmqosd
  * without it (UnknownMethod), and for --json and --watch (the per-CPU
  * figures: the contract's dictionary, each CPU's residency). */
-static int explain(pmqos_client *client, bool folded, pmqos_explanation **ret, uint32_t *ret_count) {
-        int r = folded ? pmqos_explain_folded(client, ret) : -EBADR;
+static int explain(pmqos_client *client, bool folded, status_view *ret) {
+        *ret = (status_view){};
+        int r = folded ? pmqos_explain_folded(client, &ret->e) : -EBADR;
         if (r == -EBADR)
-                r = pmqos_explain(client, ret);
-        if (r >= 0 && (r = pmqos_get_request_count(client, ret_count)) < 0)
-                *ret = pmqos_explanation_free(*ret);
+                r = pmqos_explain(client, &ret->e);
+        if (r >= 0)
+                r = pmqos_get_request_count(client, &ret->count);
+        if (r >= 0 && has_cpu_bounds(ret->e, true))
+                r = pmqos_list_requests(client, &ret->reqs, &ret->n_reqs);
+        if (r < 0)
+                status_view_clear(ret);
         return r < 0 ? broker_error(client, "cannot read the broker's explanation", r) : 0;
 }
 
@@ -373,25 +311,24 @@ static int watch(pmqos_client *client, double seconds) {
         sigaddset(&stop, SIGTERM);
         sigprocmask(SIG_BLOCK, &stop, NULL);
         bool tty = isatty(STDOUT_FILENO);
-        pmqos_explanation *prev = NULL;
+        status_view prev = {};
         double prev_at = 0;
         for (;;) {
-                pmqos_explanation *e = NULL;
-                uint32_t count = 0;
-                int r = explain(client, false, &e, &count);
+                status_view v;
+                int r = explain(client, false, &v);
                 if (r) {
-                        pmqos_explanation_free(prev);
+                        status_view_clear(&prev);
                         return r;
                 }
                 double at = now_usec();
                 if (tty)
                         printf("\033[H\033[2J");
-                else if (prev)
+                else if (prev.e)
                         printf("\n");
-                print_status(e, count, prev, at - prev_at);
+                print_status(&v, prev.e, at - prev_at);
                 fflush(stdout);
-                pmqos_explanation_free(prev);
-                prev = e;
+                status_view_clear(&prev);
+                prev = v;
                 prev_at = at;
                 /* What came meanwhile (pmqosd's Peer.Ping: do we read?) is answered. */
                 (void) pmqos_client_process(client);
@@ -400,7 +337,7 @@ static int watch(pmqos_client *client, double seconds) {
                 if (sigtimedwait(&stop, NULL, &ts) >= 0)
                         break;
         }
-        pmqos_explanation_free(prev);
+        status_view_clear(&prev);
         return 0;
 }
 
@@ -417,24 +354,31 @@ int verb_status(int argc, char *argv[]) {
         static const struct option options[] = { { "help", no_argument, NULL, 'h' },
                                                  { "json", no_argument, NULL, 'j' },
                                                  { "watch", optional_argument, NULL, 'w' },
+                                                 { "check", no_argument, NULL, 'c' },
                                                  {} };
-        bool json = false, watching = false;
+        bool json = false, watching = false, check = false;
         double seconds = 2;
         int c;
         optind = 0; /* full re-initialisation after main()'s own parsing */
         while ((c = getopt_long(argc, argv, "hjw::", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
-                        printf("Usage: pmqosctl status [--json] [--watch [SECONDS]]\n"
+                        printf("Usage: pmqosctl status [--json | --watch [SECONDS] | --check]\n"
                                "Show what sets the latency bound (a request, a floor, or another program\n"
                                "holding the device), the other holders, and per CPU (identical CPUs in one\n"
                                "row) which C-states the bound allows, blocks, or are disabled.\n"
                                "  --json             print the broker's Explain() dictionary as JSON\n"
                                "  --watch [SECONDS]  redraw every SECONDS (default 2, 0.1 to 3600) with each\n"
-                               "                     C-state's share of the interval; Ctrl-C ends it\n");
+                               "                     C-state's share of the interval; Ctrl-C ends it\n"
+                               "  --check            exit 0 when the kernel applies what pmqosd asks (the device\n"
+                               "                     and every per-CPU file read back), else 1 with one line\n"
+                               "                     per mismatch (another holder or writer, a value not applied)\n");
                         return 0;
                 case 'j':
                         json = true;
+                        break;
+                case 'c':
+                        check = true;
                         break;
                 case 'w':
                         watching = true;
@@ -450,8 +394,8 @@ int verb_status(int argc, char *argv[]) {
                 }
         if (optind < argc)
                 return usage_error("status", "unexpected argument \"%s\"", argv[optind]);
-        if (json && watching)
-                return usage_error("status", "--json and --watch do not go together");
+        if (json + watching + check > 1)
+                return usage_error("status", "--json, --watch and --check do not go together");
 
         pmqos_client *client;
         int r = connect_broker(&client);
@@ -462,17 +406,18 @@ int verb_status(int argc, char *argv[]) {
                 pmqos_client_free(client);
                 return r;
         }
-        pmqos_explanation *e = NULL;
-        uint32_t count = 0;
-        r = explain(client, !json, &e, &count);
+        status_view v;
+        r = explain(client, !json && !check, &v); /* --check: the per-CPU ledger, of Explain() only */
         if (r == 0) {
-                if (json)
-                        print_json(e);
+                if (check)
+                        r = status_check(v.e);
+                else if (json)
+                        print_explanation_json(v.e);
                 else {
-                        print_status(e, count, NULL, 0);
-                        print_cost(client, e);
+                        print_status(&v, NULL, 0);
+                        print_cost(client, v.e);
                 }
-                pmqos_explanation_free(e);
+                status_view_clear(&v);
         }
         pmqos_client_free(client);
         return r;

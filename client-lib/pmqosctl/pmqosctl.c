@@ -184,11 +184,14 @@ static int verb_monitor(int argc, char *argv[]) {
 /* ---- main ---- */
 
 static void help(void) {
-        printf("Usage: pmqosctl [--no-ask-password] [--sysfs-root DIR] COMMAND [ARGS…]\n"
-               "Ask pmqosd for CPU latency bounds and see who holds them.\n\n"
+        printf("Usage: pmqosctl [--no-ask-password] [--sysfs-root DIR] [COMMAND [ARGS…]]\n"
+               "Ask pmqosd for CPU latency bounds and see who holds them. No COMMAND: status.\n\n"
                "Commands:\n"
-               "  status [--json] [--watch [S]] what sets the bound, other holders, C-states per CPU\n"
-               "  list [--json]                all requests\n"
+               "  status [--json|--watch [S]|--check]\n"
+               "                               what sets the bound, other holders, C-states per CPU;\n"
+               "                               --check: exit 1 unless the kernel applies what pmqosd asks\n"
+               "  list [--json] [--full] [--no-legend]\n"
+               "                               all requests\n"
                "  hold USEC [--reason TEXT] [--cpus LIST] [--best-effort] [-- COMMAND…]\n"
                "                               hold a bound while COMMAND runs, or until interrupted\n"
                "  request USEC --timeout SECONDS [--reason TEXT] [--cpus LIST] [--persistent]\n"
@@ -199,9 +202,10 @@ static void help(void) {
                "  set-minimum USEC|none        set or clear the administrator floor\n"
                "  monitor [--json]             print changes as they happen\n"
                "  metrics [--textfile PATH]    what pmqosd holds and what its bounds cost, for Prometheus\n"
-               "  run [--reason TEXT] -- COMMAND…\n"
+               "  run [--reason TEXT] [--cpus LIST] [--clamp USEC] -- COMMAND…\n"
                "                               run COMMAND with a stand-in /dev/cpu_dma_latency\n"
-               "  route UNIT / unroute UNIT    give a service the stand-in (root), or take it back\n\n"
+               "  route UNIT / unroute UNIT    give a service the stand-in (root), or take it back\n"
+               "  check-config [FILE]          check pmqosd's configuration and drop-ins (pmqosd --check-config)\n\n"
                "USEC is µs (50, 50us, 2ms) or a C-state name (C1E); SECONDS a time span (30, 5min, 1h).\n"
                "Exit status: 0 success, 1 refused or failed, 2 usage error; hold/run -- COMMAND: COMMAND's,\n"
                "or 125 pmqosctl failed, 126 COMMAND cannot run, 127 COMMAND not found.\n"
@@ -220,7 +224,7 @@ int main(int argc, char *argv[]) {
                 { "cancel", verb_cancel, true, HINT_ADMIN }, { "set-minimum", verb_set_minimum, true, HINT_ADMIN },
                 { "monitor", verb_monitor, false, NULL },    { "run", verb_run, true, HINT_REQUEST },
                 { "metrics", verb_metrics, false, NULL },    { "route", verb_route, false, NULL },
-                { "unroute", verb_unroute, false, NULL },
+                { "unroute", verb_unroute, false, NULL },    { "check-config", verb_check_config, false, NULL },
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -253,9 +257,9 @@ int main(int argc, char *argv[]) {
                         fprintf(stderr, "pmqosctl: unknown option \"%s\" (see pmqosctl --help)\n", argv[optind - 1]);
                         return EXIT_USAGE;
                 }
-        if (optind >= argc) {
-                fprintf(stderr, "pmqosctl: missing command (see pmqosctl --help)\n");
-                return EXIT_USAGE;
+        if (optind >= argc) { /* no command: the state, as systemctl and powerprofilesctl show it */
+                char *status[] = { (char *) "status", NULL };
+                return verb_status(1, status);
         }
         for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
                 if (strcmp(argv[optind], verbs[i].name) == 0) {

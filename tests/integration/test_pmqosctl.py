@@ -64,7 +64,7 @@ class TestCommands(CtlTestCase):
             self.assertIn("Usage: pmqosctl " + verb, self.ctl(verb, "--help", check=0).stdout)
 
     def test_usage_errors_exit_2(self):
-        for args in ((), ("frobnicate",), ("request", "abc", "--timeout", "5"), ("request", "50"),
+        for args in (("frobnicate",), ("request", "abc", "--timeout", "5"), ("request", "50"),
                      ("request", "50", "--timeout", "0"), ("cancel",), ("cancel", "x"), ("set-minimum", "-5"),
                      ("hold",), ("hold", "20", "--cpus", "3-1"), ("list", "extra"), ("status", "extra"),
                      ("hold", "-3"), ("status", "--watch", "0"), ("status", "--watch=abc"),
@@ -94,6 +94,13 @@ class TestCommands(CtlTestCase):
         self.assertRegex(out, r"Bound:    250 µs, set by request %s of uid 0 pid \d+ `[^`]*pmqosctl request 250[^`]*` "
                               r"\(night build\)" % cookie)
         self.assertIn("Floor:    none", out)
+
+    def test_no_command_is_status(self):
+        """A bare pmqosctl shows the state, as systemctl and powerprofilesctl do."""
+        self.ctl("request", "250", "--timeout", "60", "--reason", "bare", check=0)
+        bare = self.ctl(check=0).stdout
+        self.assertRegex(bare, r"Bound:    250 µs, set by request \d+ .*\(bare\)")
+        self.assertEqual(bare.split("\nKernel:")[0], self.ctl("status", check=0).stdout.split("\nKernel:")[0])
 
     def test_status_other_holder(self):
         if not self.kernel.real:
@@ -158,7 +165,12 @@ class TestCommands(CtlTestCase):
         from_ctl = json.loads(self.ctl("status", "--json", check=0).stdout)
         c = self.client()
         from_bus = without_writers(c.call("Explain", None, iface=NATIVE_IFACE)[0])
-        self.assertEqual(from_ctl, from_bus)  # the same dictionary, key for key (less the writers)
+        # The same dictionary, key for key (less the writers), but "no
+        # constraint" is -1 in every field (the kernel reads LATENCY_MAX).
+        for key in ("kernel", "wakeup_kernel"):
+            if from_bus[key] == LATENCY_MAX:
+                from_bus[key] = -1
+        self.assertEqual(from_ctl, from_bus)
 
     def test_status_long_cstate_names_aligned(self):
         """A state named longer than the column ("haltpoll idle", the guest

@@ -119,7 +119,9 @@ class TestOtherBrokers(CtlTestCase):
         self.assertRegex(out, "\ncpu0\u20132,5: bound none\n  POLL +0 µs  allowed\n  C6 +133 µs  disabled\n")
         self.assertIn('\ncpu3: bound 40 µs (its pm_qos_resume_latency_us holds "40", written by someone else)\n',
                       out)
-        self.assertEqual(self.calls[-1], "ExplainFolded")
+        self.assertIn("Bound:    none machine-wide; cpu3 40 µs written to its pm_qos_resume_latency_us by someone else\n",
+                      out)
+        self.assertEqual(self.calls[-1], "ExplainFolded")  # no listing: a foreign file's bound is no request's
 
     def test_groups_of_more_cpus_than_a_machine_are_refused(self):
         groups = [dict(self.CPU, cpus=list(range(k * 5000, (k + 1) * 5000))) for k in range(2)]

@@ -102,14 +102,17 @@ int standin_backend_open(standin_backend *b, standin_device device, int pidfd, p
                 snprintf(reason, sizeof(reason), "stand-in %s of %s (pid %d%s%s)", device_paths[device], c, (int) pid,
                          sep, u);
         reason[utf8_fit(reason, strnlen(reason, PMQOS_REASON_MAX))] = 0; /* the contract's bound, UTF-8 whole */
-        int r = pmqos_request_for_fd_type(b->client, types[device], PMQOS_LATENCY_NONE, pidfd, reason, 0, NULL, 0,
-                                          ret_cookie);
+        bool dma = device == STANDIN_CPU_DMA;                            /* cpu_wakeup has no per-CPU form */
+        int r = pmqos_request_for_fd_type(b->client, types[device], PMQOS_LATENCY_NONE, pidfd, reason, 0,
+                                          dma ? b->cpus : NULL, dma ? b->n_cpus : 0, ret_cookie);
         if (r == -EOPNOTSUPP)
                 return -ENODEV; /* no device of that type in the broker */
         return r < 0 ? failed(b, r) : 0;
 }
 
 int standin_backend_set(standin_backend *b, uint32_t cookie, int32_t value) {
+        if (value >= 0 && value < b->clamp)
+                value = b->clamp; /* cyclictest and DPDK write 0 µs whatever they need */
         int r = pmqos_update(b->client, cookie, value);
         return r < 0 ? failed(b, r) : 0;
 }

@@ -19,7 +19,10 @@ typedef enum standin_device {
 typedef struct standin_backend {
         pmqos_client *client; /* every call: the requests, the machine's value */
         const char *reason;   /* --reason, or NULL */
-        char error[256];      /* the broker's message for the last failure */
+        const uint32_t *cpus; /* --cpus: cpu_dma requests for these CPUs only */
+        size_t n_cpus;
+        int32_t clamp;   /* --clamp: a value below it is raised to it (0: none) */
+        char error[256]; /* the broker's message for the last failure */
 } standin_backend;
 
 /* A request of device's type that constrains nothing yet (an open of the

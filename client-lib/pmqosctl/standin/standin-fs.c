@@ -52,7 +52,7 @@ static int standin_getattr(const char *path, struct stat *st, struct fuse_file_i
                 st->st_nlink = 2;
                 return 0;
         }
-        if (strcmp(path, DEVICE_NAME) != 0 && strcmp(path, WAKEUP_NAME) != 0)
+        if (strcmp(path, DEVICE_NAME) != 0 && (strcmp(path, WAKEUP_NAME) != 0 || !s->wakeup))
                 return -ENOENT;
         st->st_mode = S_IFREG | 0600; /* as the device: its owner only */
         st->st_nlink = 1;
@@ -67,7 +67,8 @@ static int standin_readdir(const char *path, void *buf, fuse_fill_dir_t fill, of
         fill(buf, ".", NULL, 0, 0);
         fill(buf, "..", NULL, 0, 0);
         fill(buf, DEVICE_NAME + 1, NULL, 0, 0);
-        fill(buf, WAKEUP_NAME + 1, NULL, 0, 0);
+        if (current()->wakeup)
+                fill(buf, WAKEUP_NAME + 1, NULL, 0, 0);
         return 0;
 }
 
@@ -132,7 +133,7 @@ static int standin_open_file(const char *path, struct fuse_file_info *fi) {
         standin_device device;
         if (strcmp(path, DEVICE_NAME) == 0)
                 device = STANDIN_CPU_DMA;
-        else if (strcmp(path, WAKEUP_NAME) == 0)
+        else if (strcmp(path, WAKEUP_NAME) == 0 && s->wakeup)
                 device = STANDIN_CPU_WAKEUP;
         else
                 return -ENOENT;

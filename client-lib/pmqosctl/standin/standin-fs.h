@@ -30,6 +30,7 @@ typedef struct standin {
         standin_open opens[STANDIN_MAX_OPENS];
         unsigned n_opens;
         bool said_refused; /* the broker's first refusal was said on stderr */
+        bool wakeup;       /* cpu_wakeup_latency served: the kernel has the device (and no --cpus) */
 } standin;
 
 /* A FUSE file system (not mounted yet) for s; fuse_opts are the "-o" mount
