@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "sys/cpu-sink.h"
+#include "util/file-io.h"
 #include "util/text.h"
 
 #define CPU_DIR "/devices/system/cpu"
@@ -171,16 +172,7 @@ void foreign_watch_done(ForeignWatch *w) {
 static ssize_t read_proc(uint32_t pid, const char *name, char *buf, size_t size) {
         char path[64];
         snprintf(path, sizeof(path), "/proc/%u/%s", pid, name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        ssize_t n = read(fd, buf, size - 1);
-        int e = errno;
-        close(fd);
-        if (n < 0)
-                return -e;
-        buf[n] = '\0';
-        return n;
+        return read_small_at(AT_FDCWD, path, buf, size);
 }
 
 static void clean_into(char *dst, size_t size, const char *src, size_t len) {
