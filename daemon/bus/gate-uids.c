@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 static int open_bus(GateUids *u) {
         const char *address = getenv("DBUS_SYSTEM_BUS_ADDRESS");
@@ -28,6 +29,26 @@ static int open_bus(GateUids *u) {
         return 0;
 }
 
+/* Whether anything waits on the look-up connection that it did not ask
+ * for: any peer may send it unicast signals, which the bus queues (up to
+ * its outgoing limit, 127 MB on dbus-daemon) until the next look-up would
+ * read them all, on the gate's thread, before its reply. A little (the
+ * bus's NameAcquired) is read and dropped; more, and the connection is
+ * closed unread: a new one at the next need. */
+static sd_bus *drop_unasked(sd_bus *bus) {
+        for (unsigned i = 0; bus; i++) {
+                uint64_t queued = 0;
+                int n = 0;
+                if (sd_bus_get_n_queued_read(bus, &queued) < 0 || ioctl(sd_bus_get_fd(bus), FIONREAD, &n) < 0)
+                        return sd_bus_flush_close_unref(bus);
+                if (queued == 0 && n == 0)
+                        return bus;
+                if (i == GATE_UNASKED_MAX || (unsigned) n > GATE_UNASKED_BYTES || sd_bus_process(bus, NULL) < 0)
+                        return sd_bus_flush_close_unref(bus);
+        }
+        return bus;
+}
+
 int gate_uid_of(GateUids *u, const char *sender, uid_t *ret) {
         sd_bus_error error = SD_BUS_ERROR_NULL;
         sd_bus_message *reply = NULL;
@@ -38,6 +59,7 @@ int gate_uid_of(GateUids *u, const char *sender, uid_t *ret) {
                         *ret = u->names[i].uid;
                         return 0;
                 }
+        u->bus = drop_unasked(u->bus);
         int r = u->bus ? 0 : open_bus(u);
         if (r >= 0)
                 r = sd_bus_call_method(u->bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
@@ -46,11 +68,8 @@ int gate_uid_of(GateUids *u, const char *sender, uid_t *ret) {
                 r = sd_bus_message_read(reply, "u", &uid);
         sd_bus_message_unref(reply);
         sd_bus_error_free(&error);
-        if (r < 0 && u->bus && sd_bus_is_open(u->bus) <= 0)
-                u->bus = sd_bus_flush_close_unref(u->bus); /* opened again at the next need */
-        /* Whatever else was sent to this connection is dropped unread. */
-        while (u->bus && sd_bus_process(u->bus, NULL) > 0)
-                ;
+        /* Read before the reply: what was sent within one round trip. */
+        u->bus = r < 0 ? sd_bus_flush_close_unref(u->bus) : drop_unasked(u->bus);
         if (r < 0)
                 return r;
         if (strlen(sender) < sizeof(u->names[0].name)) {

@@ -18,6 +18,8 @@
 #define GATE_KEPT_PER_UID 256u
 #define GATE_CHARGES 192u /* (sorter, uid) pairs; past them a uid counts as full */
 #define GATE_NAMES 64u
+#define GATE_UNASKED_MAX 4u      /* messages the look-up connection reads and drops, */
+#define GATE_UNASKED_BYTES 4096u /* and bytes waiting, before it starts over */
 
 typedef struct GateCharge {
         pid_t sorter;

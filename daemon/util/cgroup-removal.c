@@ -123,8 +123,18 @@ static void on_dropped(Removals *rs, RemovalWatch *w, bool (*check)(RemovalLink 
         }
 }
 
+/* Each watch's cgroups checked once a batch: a removal loop beside them
+ * gives one event a removal, each a re-read of every cgroup there. */
+static bool seen_before(uint32_t *seen, size_t *n_seen, uint32_t wd) {
+        for (size_t i = 0; i < *n_seen; i++)
+                if (seen[i] == wd)
+                        return true;
+        seen[(*n_seen)++] = wd;
+        return false;
+}
+
 static void on_event(Removals *rs, const struct inotify_event *ev, bool (*check)(RemovalLink *l, void *userdata),
-                     void *userdata) {
+                     void *userdata, uint32_t *seen, size_t *n_seen) {
         void *v;
         if (ev->mask & IN_Q_OVERFLOW) {
                 for (size_t i = 0; hashmap_next(&rs->watches, &i, &v);)
@@ -140,22 +150,26 @@ static void on_event(Removals *rs, const struct inotify_event *ev, bool (*check)
                 on_dropped(rs, w, check, userdata);
                 return;
         }
+        if (seen_before(seen, n_seen, key))
+                return;
         for (RemovalLink *l = w->head; l; l = l->next)
                 (void) check(l, userdata);
 }
 
+/* One read a wake-up: the descriptor stays readable, and the loop comes
+ * back to it after what else is ready (someone removing cgroups as fast
+ * as the kernel allows kept it here for as long). */
 void removals_read(Removals *rs, bool (*check)(RemovalLink *l, void *userdata), void *userdata) {
         _Alignas(struct inotify_event) char buf[4096];
-        for (;;) {
-                ssize_t n = read(rs->inotify_fd, buf, sizeof(buf));
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        return;
-                for (char *p = buf; p < buf + n;) {
-                        const struct inotify_event *ev = (const struct inotify_event *) p;
-                        on_event(rs, ev, check, userdata);
-                        p += sizeof(*ev) + ev->len;
-                }
+        uint32_t seen[sizeof(buf) / sizeof(struct inotify_event)];
+        size_t n_seen = 0;
+        ssize_t n;
+        do
+                n = read(rs->inotify_fd, buf, sizeof(buf));
+        while (n < 0 && errno == EINTR);
+        for (char *p = buf; n > 0 && p < buf + n;) {
+                const struct inotify_event *ev = (const struct inotify_event *) p;
+                on_event(rs, ev, check, userdata, seen, &n_seen);
+                p += sizeof(*ev) + ev->len;
         }
 }

@@ -41,8 +41,9 @@ int removal_watch(Removals *rs, RemovalLink *l, int dir_fd, int *ret_new_fd);
 /* l watched no more; the watch goes with its last cgroup. NULL-safe watch. */
 void removal_unwatch(Removals *rs, RemovalLink *l);
 
-/* Reads every inotify event queued; calls check(l) for each cgroup whose
- * directory changed (every one when the queue overflowed). check() says
+/* Reads one batch of inotify events (the descriptor stays readable for
+ * the rest); calls check(l) once for each cgroup whose directory changed
+ * (every one when the queue overflowed). check() says
  * whether that cgroup is still there: those of a watch the kernel dropped
  * are then watched anew. */
 void removals_read(Removals *rs, bool (*check)(RemovalLink *l, void *userdata), void *userdata);

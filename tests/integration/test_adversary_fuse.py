@@ -212,5 +212,124 @@ class TestWithholdingFuse(AdversaryTestCase):
         self.assertLeaverLifted()
         self.assertEqual(self.withheld_from_pmqosd(), [])
 
+
+FLOOD = r"""
+import os, sys, time, dbus, dbus.lowlevel
+address, pid, n, look_up = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+c = dbus.bus.BusConnection(address)
+bus = c.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus")
+owner = bus.GetNameOwner("org.freedesktop.PMQoS", dbus_interface="org.freedesktop.DBus")
+def trigger():  # a descriptor from a name the gate has not seen: one uid look-up
+    t = dbus.bus.BusConnection(address)
+    try:  # refused (the body is not "s"), no matter: the gate saw the descriptor
+        t.call_blocking("org.freedesktop.PMQoS", "/org/freedesktop/PMQoS", "org.freedesktop.UPower.QoS",
+                        "GetLatency", "sh", ("cpu_dma", dbus.types.UnixFd(os.pidfd_open(os.getpid()))), timeout=60)
+    except dbus.exceptions.DBusException:
+        pass
+    t.close()
+trigger()
+names = [x for x in bus.ListNames(dbus_interface="org.freedesktop.DBus") if x.startswith(":") and x != owner]
+def pid_of(name):
+    try:
+        return bus.GetConnectionUnixProcessID(name, dbus_interface="org.freedesktop.DBus")
+    except dbus.exceptions.DBusException:  # gone since ListNames
+        return None
+targets = [x for x in names if pid_of(x) == pid]
+for target in targets:  # unicast signals: any peer may send them to any connection
+    for i in range(n):
+        m = dbus.lowlevel.SignalMessage("/", "x.y", "Z")
+        m.set_destination(target)
+        c.send_message(m)
+        if i % 4096 == 0:
+            c.flush()
+c.flush()
+print("flooded %d" % len(targets), flush=True)
+if look_up:
+    trigger()
+else:  # the bus alone: wait until it has routed all of them
+    bus.GetId(dbus_interface="org.freedesktop.DBus", timeout=60)
+print("done", flush=True)
+"""
+
+
+class TestLookUpFlood(AdversaryTestCase):
+    def test_signals_to_the_uid_look_up_connection_stall_nobody(self):
+        """The gate asks the bus for a sender's uid on a connection of its
+        own; anyone may send that connection unicast signals, which queue at
+        the bus until the next look-up reads them all, on the gate's thread."""
+        control = self.flood(0)
+        worst = self.flood(1)
+        print("# root's GetLatency, the slowest: %.2f s with the bus routing 200,000 signals to pmqosd's look-up "
+              "connection, %.2f s with a look-up after them" % (control, worst))
+        self.assertLess(worst, HONEST_BOUND)
+        self.assertIntact()
+
+    def flood(self, look_up):
+        pid = self.daemon.proc.pid
+        flood = subprocess.Popen([*setpriv(NOBODY), "/usr/bin/python3", "-c", FLOOD, self.bus.address, str(pid),
+                                  "200000", str(look_up)], env=self.bus.env, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: flood.poll() is None and flood.kill())
+        self.assertEqual(flood.stdout.readline().strip(), "flooded 1")
+        worst = 0
+        while flood.poll() is None:
+            start = time.monotonic()
+            self.assertEqual(self.honest.latency(), 700)
+            worst = max(worst, time.monotonic() - start)
+        self.assertEqual(flood.stdout.read().strip(), "done")
+        return worst
+
+
+SLOW_FDINFO = r"""
+import os, resource, select, sys, dbus
+address, copies = sys.argv[1], int(sys.argv[2])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+top = min(hard, 20000) - 8
+# An epoll set's fdinfo lists every watch, and a watch outlives its
+# descriptor while the file lives: files x descriptor numbers of watches.
+ep = select.epoll()
+files = [os.eventfd(0) for _ in range(40)]
+for f in files:
+    for k in range(200, top):
+        os.dup2(f, k)
+        try:
+            ep.register(k, select.EPOLLIN)
+        except OSError:  # fs.epoll.max_user_watches
+            break
+        os.close(k)
+c = dbus.bus.BusConnection(address)
+print("ready", flush=True)
+for _ in range(3):
+    try:  # refused (the body is not "s"), no matter: the gate sees the descriptors
+        c.call_blocking("org.freedesktop.PMQoS", "/org/freedesktop/PMQoS", "org.freedesktop.UPower.QoS",
+                        "GetLatency", "s" + "h" * copies, ("cpu_dma", *[dbus.types.UnixFd(ep.fileno())] * copies),
+                        timeout=60)
+    except dbus.exceptions.DBusException:
+        pass
+print("done", flush=True)
+"""
+
+
+class TestSlowToSort(AdversaryTestCase):
+    def test_descriptors_slow_to_sort_stall_nobody(self):
+        """The sorter tells pidfds from the rest; reading each descriptor's
+        /proc fdinfo, it took as long as the kernel takes to print it, and an
+        epoll set of nobody's prints a line per watch (hundreds of thousands:
+        0.7 s a read). The gate waited for the sorter, up to 2 s a message."""
+        attack = subprocess.Popen([*setpriv(NOBODY), "/usr/bin/python3", "-c", SLOW_FDINFO, self.bus.address, "8"],
+                                  env=self.bus.env, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: attack.poll() is None and attack.kill())
+        self.assertEqual(attack.stdout.readline().strip(), "ready")
+        worst = 0
+        while attack.poll() is None:
+            start = time.monotonic()
+            self.assertEqual(self.honest.latency(), 700)
+            worst = max(worst, time.monotonic() - start)
+        self.assertEqual(attack.stdout.read().strip(), "done")
+        print("# root's GetLatency, the slowest: %.2f s while nobody sent an epoll set 8 times a call" % worst)
+        self.assertLess(worst, HONEST_BOUND)
+        self.assertIntact()
+
+
 if __name__ == "__main__":
     main()

@@ -210,5 +210,49 @@ class TestNamedByTheKernel(CgroupTestCase):
         self.assert_none_left(c, [cookie])
 
 
+CHURN = r"""
+import os, sys, time
+parent, seconds = sys.argv[1], float(sys.argv[2])
+end, n = time.monotonic() + seconds, 0
+while time.monotonic() < end:
+    path = os.path.join(parent, "churn-%d" % (n % 2))
+    os.mkdir(path)
+    os.rmdir(path)
+    n += 1
+print(n, flush=True)
+"""
+
+
+class TestSiblingsChurn(CgroupTestCase):
+    def test_removals_beside_held_cgroups_stall_nobody(self):
+        """Every removal in a held cgroup's parent wakes pmqosd, which
+        re-reads each held cgroup there: one user's mkdir/rmdir loop beside
+        its 200 holds (a delegated subtree, its own requests) must not keep
+        pmqosd from answering root."""
+        parent = self.new_cgroup()
+        path = os.path.join(parent, "held")
+        os.mkdir(path)
+        self.addCleanup(lambda: os.path.exists(path) and os.rmdir(path))
+        p = self.populated(path)
+        self.addCleanup(lambda: (p.kill(), p.wait()))
+        c = self.client()
+        cookies = [self.bind(c, path, 45) for _ in range(200)]
+        root = self.client()
+        churn = subprocess.Popen([sys.executable, "-c", CHURN, parent, "3"], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: churn.poll() is None and churn.kill())
+        worst = 0
+        while churn.poll() is None:
+            start = time.monotonic()
+            self.assertEqual(root.latency(), 45)
+            worst = max(worst, time.monotonic() - start)
+        removed = int(churn.stdout.read())
+        start = time.monotonic()
+        self.assertEqual(root.latency(), 45)
+        worst = max(worst, time.monotonic() - start)
+        print("# root's GetLatency, the slowest: %.2f s during %d removals beside 200 holds" % (worst, removed))
+        self.assertLess(worst, 1.0)
+        self.assertEqual(len(set(cookies) & set(requests_by_cookie(c))), 200)
+
+
 if __name__ == "__main__":
     main()
