@@ -290,7 +290,11 @@ static int run_serve(standin *s, const char *dir, int sfd) {
         } else
                 r = EXIT_RUN_FAILED;
         standin_backend_done(&s->backend);
-        fuse_unmount(s->fuse); /* through /proc/self/fd/N: dfd is still open */
+        /* Detached here, where /proc/self/fd/N is dfd: libfuse's unmount may
+         * run umount(8) (Debian 13's libfuse does), in whose process N is not
+         * ours; the stale mount then refused the next start. */
+        (void) umount2(at, MNT_DETACH);
+        unmount_quietly(s->fuse); /* the connection closed; the mount is gone already */
         fuse_destroy(s->fuse);
         close(dfd);
         return r;

@@ -33,13 +33,21 @@ class TestRoute(SystemTestCase):
                   "/etc/systemd/system/pmqos-route-*.d; systemctl daemon-reload" % (UNIT, OTHER))
         super().tearDown()
 
+    def start_units(self, *units):
+        """systemctl start, and on a failure the stand-in service's journal in the message."""
+        r = self.c.sh("systemctl start %s" % " ".join(units))
+        if r.returncode != 0:
+            log = self.c.sh("systemctl status pmqos-standin --no-pager; journalctl -b --no-pager -n 40 "
+                            "-u pmqos-standin").stdout
+            self.fail("systemctl start %s: %s%s\n%s" % (" ".join(units), r.stdout, r.stderr, log))
+
     def drop_ins(self, unit=UNIT):
         return self.c.sh("systemctl show -P DropInPaths %s" % unit, check=True).stdout.split()
 
     def test_two_routed_units(self):
         self.start()
         self.c.sh("pmqosctl route %s && pmqosctl route %s" % (UNIT, OTHER), check=True)
-        self.c.sh("systemctl start %s %s" % (UNIT, OTHER), check=True)
+        self.start_units(UNIT, OTHER)
         pids = {u: int(self.c.sh("systemctl show -P MainPID %s" % u).stdout.strip() or 0) for u in (UNIT, OTHER)}
 
         def reasons():
@@ -59,7 +67,7 @@ class TestRoute(SystemTestCase):
         self.assertEqual(self.drop_ins(), [])
         self.c.sh("pmqosctl route %s" % UNIT, check=True)
         self.assertEqual(self.drop_ins(), [DROP_IN])  # reloaded by route itself
-        self.c.sh("systemctl start %s" % UNIT, check=True)  # pulls in pmqos-standin.service
+        self.start_units(UNIT)  # pulls in pmqos-standin.service
         self.assertEqual(self.c.sh("systemctl is-active pmqos-standin").stdout.strip(), "active")
         pid = int(self.c.sh("systemctl show -P MainPID %s" % UNIT).stdout.strip() or 0)
         self.assertNotEqual(pid, 0)
