@@ -278,7 +278,7 @@ unsigned service_raise_fd_limit(const Limits *l) {
         if (cur < fixed)
                 log_warning("The descriptor limit (%llu) is below what MaxHeldRequests=%u needs (%llu) "
                             "and leaves room for %llu waiting calls of %llu: raise LimitNOFILE= (to %llu) or lower "
-                            "MaxHeldRequests.",
+                            "MaxHeldRequests (outside systemd: ulimit -Hn in the shell that starts pmqosd).",
                             (unsigned long long) cur, l->max_held, (unsigned long long) fixed,
                             (unsigned long long) room, (unsigned long long) kept, (unsigned long long) want);
         else

@@ -259,8 +259,10 @@ int main(int argc, char *argv[]) {
         OciState s;
         int r = oci_state_parse(text, len, &s, err, sizeof(err));
         free(text);
-        if (r < 0)
-                return say(LOG_WARNING, "%s", err), 0;
+        if (r < 0) {
+                say(LOG_WARNING, "%s: the container runtime gives it on standard input (pmqos-oci-hook(8))", err);
+                return 0;
+        }
         container_id = s.id;
 
         const char *stage = argc > 1 ? argv[1] : (s.status && strcmp(s.status, "stopped") == 0) ? "poststop" : "";

@@ -57,7 +57,9 @@ static int run_check(const char *file) {
                         execv(path, (char **) argv);
                 else
                         execvp("pmqosd", (char **) argv);
-                fprintf(stderr, "pmqosctl check-config: cannot run %s: %s (looked in %s, /usr/lib/pmqos, $PATH)\n",
+                fprintf(stderr,
+                        "pmqosctl check-config: cannot run %s: %s (looked in $PMQOSD, %s, /usr/lib/pmqos, $PATH; "
+                        "from a build tree: PMQOSD=build/daemon/pmqosd)\n",
                         path ?: "pmqosd", strerror(errno), PMQOS_LIBEXECDIR);
                 _exit(EXIT_NOT_FOUND);
         }
@@ -146,7 +148,7 @@ int verb_check_config(int argc, char *argv[]) {
                 printf("Usage: pmqosctl check-config [FILE]\n"
                        "Check pmqosd's configuration (FILE, default %s, and its drop-ins in\n"
                        "FILE.d/*.conf) and the unit rules with pmqosd --check-config: exit 1 with the\n"
-                       "file, line and key of each error; else list the files read and what each\n"
+                       "file, line and key of the first error; else list the files read and what each\n"
                        "C-state name in them stands for on this machine.\n",
                        CONFIG_ETC);
                 return 0;

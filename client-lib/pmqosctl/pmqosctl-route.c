@@ -63,7 +63,9 @@ static int reload_systemd(void) {
         if (r >= 0) /* a reload of many units may take long: systemctl waits minutes too */
                 r = sd_bus_call(bus, m, 300 * UINT64_C(1000000), &error, NULL);
         if (r < 0) {
-                fprintf(stderr, "pmqosctl: cannot reload systemd: %s (run systemctl daemon-reload)\n",
+                fprintf(stderr,
+                        "pmqosctl: the drop-in is changed, but systemd was not reloaded: %s (run systemctl "
+                        "daemon-reload)\n",
                         sd_bus_error_is_set(&error) ? error.message : strerror(-r));
                 return EXIT_REFUSED;
         }
@@ -131,7 +133,8 @@ static int route_help(const char *verb) {
                 printf("Usage: pmqosctl route UNIT\n"
                        "Give the service UNIT pmqos's stand-in over /dev/cpu_dma_latency (root): installs\n"
                        "the drop-in UNIT.d/" DROP_IN " and reloads systemd; the next start of UNIT\n"
-                       "opens the stand-in, each open a request of the opening process.\n");
+                       "opens the stand-in (systemctl restart UNIT), each open a request of the opening\n"
+                       "process. pmqosctl unroute UNIT takes it back.\n");
         else
                 printf("Usage: pmqosctl unroute UNIT\n"
                        "Remove the drop-in of pmqosctl route and reload systemd (root).\n");

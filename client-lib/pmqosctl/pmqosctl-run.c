@@ -169,7 +169,8 @@ static int mount_standin(run_setup *setup, struct fuse *f) {
                 return setup_fail("cannot mount the FUSE file system",
                                   setup->root ? "the kernel refused it"
                                               : "fusermount3 could not mount it for this user (it must be "
-                                                "installed set-user-ID root)");
+                                                "installed set-user-ID root, and /dev/fuse open to all users, "
+                                                "mode 0666)");
         }
         return 0;
 }

@@ -181,7 +181,8 @@ int config_parse(const char *path, const char *text, size_t len, Config *ret, un
                 if (strcmp(l, "[pmqosd]") == 0)
                         continue;
                 if (key_file_split(l, &key, &value) < 0) {
-                        snprintf(err, err_size, "%s:%u: expected Key=Value, got \"%s\"", path, lineno, l);
+                        snprintf(err, err_size, "%s:%u: expected Key=Value, got \"%s\" (the one section is [pmqosd])",
+                                 path, lineno, l);
                         r = -EINVAL;
                         break;
                 }

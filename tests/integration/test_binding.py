@@ -309,8 +309,9 @@ class TestFirstContact(BindingTestCase):
         with open(os.path.join(SOURCE_ROOT, "README.md")) as f:
             readme = f.read()
         line = [x for x in readme.splitlines() if x.startswith("PYTHONPATH=bindings/python ")][0]
-        library = os.environ.get("PMQOS_LIBRARY", os.path.join(SOURCE_ROOT, "build", "client-lib", "libpmqos.so.1"))
-        cmd = line.replace("python3 ", python + " ", 1).replace("build/client-lib/libpmqos.so.1", library)
+        library = os.environ.get("PMQOS_LIBRARY",
+                                 os.path.join(SOURCE_ROOT, "build", "client-lib", "libpmqos", "libpmqos.so.1"))
+        cmd = line.replace("python3 ", python + " ", 1).replace("build/client-lib/libpmqos/libpmqos.so.1", library)
         proc = subprocess.run(["sh", "-c", cmd], cwd=SOURCE_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, timeout=60)
         self.assertEqual((proc.returncode, proc.stdout.strip()), (0, pmqos.__version__), proc.stderr)

@@ -116,8 +116,8 @@ class TestRoute(RouteTestCase):
     def test_reload_refused_says_so(self):
         self.systemd.say("fail-reload")
         proc = self.ctl("route", "tuned.service", check=1)
-        self.assertEqual(proc.stderr, "pmqosctl: cannot reload systemd: Reload refused by the test "
-                                      "(run systemctl daemon-reload)\n")
+        self.assertEqual(proc.stderr, "pmqosctl: the drop-in is changed, but systemd was not reloaded: Reload refused "
+                                      "by the test (run systemctl daemon-reload)\n")
         self.assertEqual(self.read(self.drop_in("tuned.service")), expected("tuned.service"))  # written, said
 
     def test_the_installed_standin_serves_what_the_drop_in_binds(self):

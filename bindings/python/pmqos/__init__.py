@@ -106,7 +106,7 @@ def _load():
     except OSError as e:
         where = "PMQOS_LIBRARY=%s" % path if path != _SONAME else _SONAME
         raise LibraryUnavailable("cannot load %s: %s (install libpmqos1, or point PMQOS_LIBRARY at a build's "
-                                 "client-lib/libpmqos.so.1)" % (where, e), e.errno or 0) from None
+                                 "client-lib/libpmqos/libpmqos.so.1)" % (where, e), e.errno or 0) from None
 
 
 _lib = None
