@@ -167,6 +167,10 @@ START_TEST(test_large_answer_costs_more) {
 END_TEST
 
 START_TEST(test_root_is_exempt) {
+        if (geteuid() != 0) { /* the caller is this test's own uid */
+                printf("SKIP: root's own calls need the test to run as root\n");
+                return;
+        }
         connect_caller(0);
         ck_assert_uint_eq(calls_of(IFACE, "Small", 10), 0);
         ck_assert_uint_eq(seen.runs, 10);

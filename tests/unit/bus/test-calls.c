@@ -159,6 +159,10 @@ START_TEST(test_stale_answer_asks_again) {
 END_TEST
 
 START_TEST(test_root_is_never_asked) {
+        if (geteuid() != 0) { /* the caller is this test's own uid */
+                printf("SKIP: root's own calls need the test to run as root\n");
+                return;
+        }
         sd_bus *caller = test_bus_connect(&tb);
         call_do(caller);
         test_event_run_until_count(event, &got.answered, 1);
