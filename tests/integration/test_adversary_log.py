@@ -11,7 +11,7 @@ import unittest
 from gi.repository import GLib
 
 from contract import NATIVE_IFACE
-from fixtures import NOBODY, main
+from fixtures import NOBODY, TIME_SCALE, main, wait_for
 from hostenv import POLKIT_USERS
 from adversary import AdversaryTestCase, polkit_ready, set_up_module, tear_down_module
 
@@ -28,6 +28,10 @@ class TestForgedLines(AdversaryTestCase):
         c = self.client()
         reason = "ok\n" + FORGED + ".\x1b[2J\x1b]0;owned\x07"
         c.call("Request", "sia{sv}", "cpu_dma", 650, {"reason": GLib.Variant("s", reason)}, iface=NATIVE_IFACE)
+        # Audit lines are written in one batch once pmqosd's loop is idle,
+        # just after the reply: waited for, never assumed.
+        wait_for(lambda: "reason: ok\\x0a" + FORGED in self.daemon.output(), timeout=5 * TIME_SCALE,
+                 what="the request's audit entry")
         out = self.daemon.output()
         lines = out.splitlines()
         self.assertFalse([line for line in lines if line.startswith(("pmqosd: " + FORGED, FORGED))], out)
