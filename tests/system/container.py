@@ -110,11 +110,14 @@ class Container:
         os.mkdir(self.cgroup)
         env = dict(os.environ, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY="1", SYSTEMD_NSPAWN_API_VFS_WRITABLE="1")
         self.log = open(os.path.join(self.work, "nspawn.log"), "w")
-        # nspawn makes sub-cgroups of its own: give it one to itself.
+        # nspawn makes sub-cgroups of its own: give it one to itself. Its
+        # system call filter refuses fanotify_init() to the container (EPERM
+        # even with CAP_SYS_ADMIN): allowed, as a host allows pmqosd's watch
+        # of the per-CPU knobs' foreign writers.
         self.nspawn = subprocess.Popen(
             ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.cgroup,
              "systemd-nspawn", "-q", "-D", self.tree, "--volatile=overlay", "--boot", "--register=no",
-             "--keep-unit", "--system-call-filter=bpf", "--bind=%s" % DEVICE, "--bind=/dev/fuse",
+             "--keep-unit", "--system-call-filter=bpf fanotify_init fanotify_mark", "--bind=%s" % DEVICE, "--bind=/dev/fuse",
              "--bind-ro=%s:/pmqos-install" % self.install_tree, "--machine=pmqos-system",
              "--console=pipe"],
             env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
