@@ -98,19 +98,22 @@ class TunedTestCase(SystemTestCase):
         self.c.sh("systemctl stop %s pmqos-standin; systemctl reset-failed %s; pmqosctl unroute %s; "
                   "rm -rf %s /etc/tuned/pmqos-test-*; printf '\\n' > /etc/tuned/active_profile; "
                   "systemctl daemon-reload" % (UNIT, UNIT, UNIT, os.path.dirname(GUARD_DROP_IN)))
+        try:
+            super().tearDown()  # pmqosd stopped: it gave back what it held
+        finally:
+            changed = self.put_back()
+        self.assertEqual(changed, [], "not as the test found them (now put back)")
+
+    def put_back(self):
+        """The per-CPU files and the host's sysctls as setUp found them: what differed."""
         changed = []
-        for c, text in self.resume.items():
-            if read(resume_file(c)) != text:
-                changed.append("cpu%d's resume latency %s" % (c, read(resume_file(c))))
-                with open(resume_file(c), "w") as f:
+        for path, text in ([(resume_file(c), t) for c, t in self.resume.items()]
+                           + [("/proc/sys/" + k, t) for k, t in self.host_sysctls.items()]):
+            if read(path) != text:
+                changed.append("%s was %s" % (path, read(path)))
+                with open(path, "w") as f:
                     f.write(text)
-        for k, text in self.host_sysctls.items():
-            if read("/proc/sys/" + k) != text:
-                changed.append("the host's %s %s" % (k, read("/proc/sys/" + k)))
-                with open("/proc/sys/" + k, "w") as f:
-                    f.write(text)
-        super().tearDown()
-        self.assertEqual(changed, [], "left changed (put back): the test's guard failed")
+        return changed
 
     def start_tuned(self, profile):
         """tuned.service started with PROFILE (its first start would pick a
