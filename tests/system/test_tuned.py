@@ -7,10 +7,11 @@ holds the kernel at what its force_latency (cstate.id_no_zero:1|3) resolves
 to on this machine's C-state table, as a request pmqosd lists bound to
 TuneD's process; Explain() says a request binds the kernel, not an external
 holder. A switch to a profile without a [cpu] plugin (optimize-serial-
-console) ends it, back to latency-performance brings it back, systemctl stop
-tuned ends it; unroute removes the drop-in. Under ForeignWrites=adopt, a
-profile's per-CPU pm_qos_resume_latency_us becomes TuneD's request on that
-CPU, ended when TuneD puts the file back at its stop.
+console) ends it, back to latency-performance brings it back, tuned-adm off
+and systemctl stop tuned end it; a restart of pmqosd keeps it; unroute
+removes the drop-in. Under ForeignWrites=adopt, a profile's per-CPU
+pm_qos_resume_latency_us becomes TuneD's request on that CPU, ended when
+TuneD puts the file back at its stop.
 
 The container shares the host's kernel and nspawn leaves /sys and /proc/sys
 writable (SYSTEMD_NSPAWN_API_VFS_WRITABLE, for pmqosd's per-CPU files): a
@@ -185,6 +186,11 @@ class TestTunedRouted(TunedTestCase):
         self.assertNotIn(pid, [h["pid"] for h in e["external_holders"]])
         self.assertRegex(self.c.sh("pmqosctl status --json", check=True).stdout, r"\"bound_by\": ?\"request\"")
 
+        # pmqosd's restart keeps TuneD's request (the same cookie), and the bound.
+        self.c.sh("systemctl restart pmqosd", check=True)
+        self.assertEqual([(x["cookie"], x["value"]) for x in self.of(pid)], [(r["cookie"], want)])
+        self.assertEqual(kernel(), want)
+
         # A profile without a [cpu] plugin: TuneD closes the device.
         self.tuned_adm("profile", "optimize-serial-console")
         wait_for(lambda: kernel() == self.baseline, what="the bound to end with the profile")
@@ -193,6 +199,11 @@ class TestTunedRouted(TunedTestCase):
         self.tuned_adm("profile", "latency-performance")
         wait_for(lambda: kernel() == want, what="latency-performance's bound again")
         self.assertEqual([(x["value"], x["bound_to"]) for x in self.of(pid)], [(want, "process")])
+        self.tuned_adm("off")
+        wait_for(lambda: kernel() == self.baseline, what="the bound to end with tuned-adm off")
+        self.assertEqual(self.of(pid), [])
+        self.tuned_adm("profile", "latency-performance")
+        wait_for(lambda: kernel() == want, what="latency-performance's bound once more")
 
         self.c.sh("systemctl stop %s" % UNIT, check=True)
         wait_for(lambda: kernel() == self.baseline, what="the bound to end with TuneD")
