@@ -97,6 +97,15 @@ static int writer_field(sd_bus_message *m, unsigned key, void *userdata) {
         }
 }
 
+/* "" for each text the broker did not send: a writer's are never NULL. */
+static int writer_texts(pmqos_writer_info *w) {
+        char **texts[] = { &w->comm, &w->unit, &w->value };
+        for (size_t i = 0; i < 3; i++)
+                if (!*texts[i] && !(*texts[i] = strdup("")))
+                        return -ENOMEM;
+        return 0;
+}
+
 /* An a{sv} variant: empty (pid 0, "" texts) or a writer, whose pid is never 0
  * (pmqosd sends all keys or none: a pid 0 with others would look empty). */
 static int read_writer(sd_bus_message *m, pmqos_writer_info *w) {
@@ -105,10 +114,8 @@ static int read_writer(sd_bus_message *m, pmqos_writer_info *w) {
                 r = read_dict(m, writer_keys, 5, writer_field, w);
         if (r >= 0 && w->pid == 0 && (w->comm || w->unit || w->value || w->when_usec != 0))
                 r = -EBADMSG;
-        char **texts[] = { &w->comm, &w->unit, &w->value };
-        for (size_t i = 0; r >= 0 && i < 3; i++)
-                if (!*texts[i] && !(*texts[i] = strdup("")))
-                        r = -ENOMEM;
+        if (r >= 0)
+                r = writer_texts(w);
         return r < 0 ? r : sd_bus_message_exit_container(m);
 }
 
@@ -135,7 +142,7 @@ static int cstate_read_item(sd_bus_message *m, void *entry) {
         int r = read_dict(m, cstate_read_keys, 7, cstate_read_field, p);
         if (r >= 0 && !p->info.name && !(p->info.name = strdup("")))
                 r = -ENOMEM;
-        return r;
+        return r < 0 ? r : writer_texts(&p->writer); /* none sent: nobody */
 }
 
 static void cstate_read_done(void *entry) {

@@ -130,7 +130,8 @@ class TestOtherBrokers(CtlTestCase):
         and named in status; a writer without a pid (pmqosd names every
         writer by its pid) is refused, not shown as nobody."""
         w = {"pid": 42, "comm": "tuned", "unit": "tuned.service", "value": "n/a", "when": 1700000000000000}
-        cpu = dict(self.CPU, cpu=1, foreign_writer=w, cstates=[dict(st, disabled_by={}) for st in self.CPU["cstates"]])
+        # State 0 without disabled_by (a broker may leave it out): nobody, {}.
+        cpu = dict(self.CPU, cpu=1, foreign_writer=w, cstates=[dict(st) for st in self.CPU["cstates"]])
         cpu["cstates"][1]["disabled_by"] = dict(w, comm="cpupower", unit="", value="1")
         for answer in (cpu, dict(cpu, foreign_writer={"comm": "nobody", "value": "0"})):
             explained = lambda p: (variant_dict(dict(self.EXPLANATION, cpus=[answer])),)  # noqa: E731
