@@ -141,6 +141,9 @@ typedef struct Explanation {
         size_t n_custody;
 } Explanation;
 
+/* (libpmqos-explain.c) An Explain() or ExplainFolded() reply read whole into
+ * *ret (NULL on failure): -EBADMSG for what pmqosd never sends, -ENOMEM. */
+int explain_read(sd_bus_message *reply, pmqos_explanation **ret);
 /* (libpmqos-cpus.c) Explain()'s cpus into e->cpus, what the bounds cost there
  * into e->cpu_costs and who wrote their knobs into the Explanation's custody;
  * e is an Explanation's pub. */

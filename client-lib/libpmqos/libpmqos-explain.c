@@ -255,23 +255,15 @@ _public_ pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e) {
         return NULL;
 }
 
-/* Explain() or ExplainFolded(): the same dictionary but for cpus / cpu_groups. */
-static int explain_call(pmqos_client *c, const char *member, pmqos_explanation **ret) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        if (ret)
-                *ret = NULL; /* on every failure */
-        CLIENT_ENTER(c, !ret);
-        int r = client_call(c, NATIVE_IFACE, member, &reply, NULL, NULL);
-        if (r < 0)
-                return r;
-
+int explain_read(sd_bus_message *reply, pmqos_explanation **ret) {
+        *ret = NULL;
         Explanation *x = calloc(1, sizeof(*x)); /* the public struct and what LIBPMQOS_1.6 reads beside it */
         if (!x)
                 return -ENOMEM;
         pmqos_explanation *e = &x->pub;
         e->effective = e->kernel = e->floor = e->wakeup_effective = e->wakeup_kernel = -1;
-        r = read_dict(reply, explanation_keys, sizeof(explanation_keys) / sizeof(explanation_keys[0]),
-                      explanation_field, e);
+        int r = read_dict(reply, explanation_keys, sizeof(explanation_keys) / sizeof(explanation_keys[0]),
+                          explanation_field, e);
         if (r >= 0 && !e->bound_by && !(e->bound_by = strdup("")))
                 r = -ENOMEM;
         size_t grouped = 0; /* a machine's CPUs, however they are grouped */
@@ -281,10 +273,23 @@ static int explain_call(pmqos_client *c, const char *member, pmqos_explanation *
         if (r < 0) {
                 pmqos_explanation_free(e);
                 /* A wrong type (sd-bus says -ENXIO) is as malformed as a key twice. */
-                return client_map_error(c, NULL, r == -ENOMEM ? r : -EBADMSG);
+                return r == -ENOMEM ? r : -EBADMSG;
         }
         *ret = e;
         return 0;
+}
+
+/* Explain() or ExplainFolded(): the same dictionary but for cpus / cpu_groups. */
+static int explain_call(pmqos_client *c, const char *member, pmqos_explanation **ret) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        if (ret)
+                *ret = NULL; /* on every failure */
+        CLIENT_ENTER(c, !ret);
+        int r = client_call(c, NATIVE_IFACE, member, &reply, NULL, NULL);
+        if (r < 0)
+                return r;
+        r = explain_read(reply, ret);
+        return r < 0 ? client_map_error(c, NULL, r) : 0;
 }
 
 _public_ int pmqos_explain(pmqos_client *c, pmqos_explanation **ret) {
