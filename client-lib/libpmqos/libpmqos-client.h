@@ -123,9 +123,29 @@ int read_array(sd_bus_message *m, size_t size, size_t max, int (*item)(sd_bus_me
 /* Runs field(m, key index, userdata) for every entry of an a{sv}, skipping unknown keys. */
 int read_dict(sd_bus_message *m, const char *const *keys, unsigned n_keys,
               int (*field)(sd_bus_message *m, unsigned key, void *userdata), void *userdata);
-/* (libpmqos-explain.c) One CPU of Explain()'s cpus: its keys "cpu", "bound", "resume_latency",
- * "foreign", "cstates" by index into a pmqos_cpu_info; what it holds freed. */
-int cpu_field(sd_bus_message *m, unsigned key, void *userdata);
+/* (libpmqos-cpus.c) One C-state of Explain()'s, at most EXPLAIN_CSTATES_MAX
+ * a CPU: its keys "name", "latency", "allowed", "disabled", "usage", "time"
+ * into a pmqos_cstate_info (an item of read_array()); what it holds freed. */
+#define EXPLAIN_CSTATES_MAX 64u
+int cstate_item(sd_bus_message *m, void *entry);
+void cstate_done(void *entry);
 void cpu_done(void *entry);
-/* Explain()'s cpus into e->cpus, and what the bounds cost there into e->cpu_costs. */
+
+/* What the library allocates for every explanation: the public struct
+ * first (a pmqos_explanation * points at it), then what is read beside it
+ * without growing it: the custody of each CPU's knobs, custody[i] for
+ * cpus[i] (NULL, 0 when the broker did not say, and for cpu_groups). */
+typedef struct Explanation {
+        pmqos_explanation pub;
+        pmqos_cpu_custody_info *custody;
+        size_t n_custody;
+} Explanation;
+
+/* (libpmqos-explain.c) An Explain() or ExplainFolded() reply read whole into
+ * *ret (NULL on failure): -EBADMSG for what pmqosd never sends, -ENOMEM. */
+int explain_read(sd_bus_message *reply, pmqos_explanation **ret);
+/* (libpmqos-cpus.c) Explain()'s cpus into e->cpus, what the bounds cost there
+ * into e->cpu_costs and who wrote their knobs into the Explanation's custody;
+ * e is an Explanation's pub. */
 int explain_read_cpus(sd_bus_message *m, pmqos_explanation *e);
+void custody_done(pmqos_cpu_custody_info *custody);

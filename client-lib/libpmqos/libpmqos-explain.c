@@ -12,68 +12,8 @@
 #include "libpmqos-thread.h"
 
 #define EXPLAIN_CPUS_MAX 8192u
-#define EXPLAIN_CSTATES_MAX 64u
 #define EXPLAIN_HOLDERS_MAX 4096u
 #define EXPLAIN_RULES_MAX 1024u
-
-static const char *const cstate_keys[] = { "name", "latency", "allowed", "disabled", "usage", "time" };
-
-static int cstate_field(sd_bus_message *m, unsigned key, void *userdata) {
-        pmqos_cstate_info *st = userdata;
-        switch (key) {
-        case 0:
-                return read_string(m, &st->name);
-        case 1:
-                return sd_bus_message_read(m, "v", "u", &st->latency_usec);
-        case 2:
-                return read_bool(m, &st->allowed);
-        case 3:
-                return read_bool(m, &st->disabled);
-        case 4:
-                return sd_bus_message_read(m, "v", "t", &st->usage);
-        default:
-                return sd_bus_message_read(m, "v", "t", &st->time_usec);
-        }
-}
-
-static void cstate_done(void *entry) {
-        free(((pmqos_cstate_info *) entry)->name);
-}
-
-static int cstate_item(sd_bus_message *m, void *entry) {
-        pmqos_cstate_info *st = entry;
-        int r = read_dict(m, cstate_keys, 6, cstate_field, st);
-        if (r >= 0 && !st->name && !(st->name = strdup("")))
-                r = -ENOMEM;
-        return r;
-}
-
-/* ---- CPUs ---- */
-
-void cpu_done(void *entry) {
-        pmqos_cpu_info *cpu = entry;
-        for (size_t k = 0; k < cpu->n_cstates; k++)
-                cstate_done(&cpu->cstates[k]);
-        free(cpu->cstates);
-        free(cpu->resume_latency);
-}
-
-int cpu_field(sd_bus_message *m, unsigned key, void *userdata) {
-        pmqos_cpu_info *cpu = userdata;
-        switch (key) {
-        case 0:
-                return sd_bus_message_read(m, "v", "u", &cpu->cpu);
-        case 1:
-                return sd_bus_message_read(m, "v", "i", &cpu->bound);
-        case 2:
-                return read_string(m, &cpu->resume_latency);
-        case 3:
-                return read_bool(m, &cpu->foreign);
-        default:
-                return read_array(m, sizeof(pmqos_cstate_info), EXPLAIN_CSTATES_MAX, cstate_item, cstate_done,
-                                  (void **) &cpu->cstates, &cpu->n_cstates);
-        }
-}
 
 /* An "au" of CPU numbers, at most EXPLAIN_CPUS_MAX. */
 static int read_cpu_list(sd_bus_message *m, uint32_t **ret, size_t *ret_n) {
@@ -211,70 +151,6 @@ static int rule_item(sd_bus_message *m, void *entry) {
 
 /* ---- the explanation ---- */
 
-/* Explain()'s cpus, with what the bounds cost on each (the ledger's
- * figures, LIBPMQOS_1.5), split into e->cpus and e->cpu_costs. */
-/* A CPU as read, split afterwards into e->cpus and e->cpu_costs. */
-typedef struct CpuRead {
-        pmqos_cpu_info info;
-        pmqos_cpu_cost_info cost;
-        bool has_cost;
-} CpuRead;
-
-static const char *const cpu_read_keys[] = { "cpu",     "bound",        "resume_latency",  "foreign",
-                                             "cstates", "shallow_idle", "blocked_entries", "verified" };
-
-static int cpu_read_field(sd_bus_message *m, unsigned key, void *userdata) {
-        CpuRead *p = userdata;
-        if (key < 5)
-                return cpu_field(m, key, &p->info);
-        p->has_cost = true;
-        if (key == 5)
-                return sd_bus_message_read(m, "v", "t", &p->cost.shallow_idle_usec);
-        if (key == 6)
-                return sd_bus_message_read(m, "v", "t", &p->cost.blocked_entries);
-        return read_bool(m, &p->cost.verified);
-}
-
-static int cpu_read_item(sd_bus_message *m, void *entry) {
-        CpuRead *p = entry;
-        p->info.bound = -1;
-        int r = read_dict(m, cpu_read_keys, 8, cpu_read_field, p);
-        if (r >= 0 && !p->info.resume_latency && !(p->info.resume_latency = strdup("")))
-                r = -ENOMEM;
-        p->cost.cpu = p->info.cpu;
-        return r;
-}
-
-static void cpu_read_done(void *entry) {
-        cpu_done(&((CpuRead *) entry)->info);
-}
-
-int explain_read_cpus(sd_bus_message *m, pmqos_explanation *e) {
-        CpuRead *read = NULL;
-        size_t n = 0;
-        int r = read_array(m, sizeof(CpuRead), EXPLAIN_CPUS_MAX, cpu_read_item, cpu_read_done, (void **) &read, &n);
-        if (r < 0)
-                return r;
-        bool costs = n > 0 && read[0].has_cost;
-        e->cpus = calloc(n ? n : 1, sizeof(pmqos_cpu_info));
-        e->cpu_costs = costs ? calloc(n, sizeof(pmqos_cpu_cost_info)) : NULL;
-        if (!e->cpus || (costs && !e->cpu_costs)) {
-                for (size_t i = 0; i < n; i++)
-                        cpu_read_done(&read[i]);
-                free(read);
-                return -ENOMEM;
-        }
-        for (size_t i = 0; i < n; i++) {
-                e->cpus[i] = read[i].info;
-                if (costs)
-                        e->cpu_costs[i] = read[i].cost;
-        }
-        e->n_cpus = n;
-        e->n_cpu_costs = costs ? n : 0;
-        free(read);
-        return 0;
-}
-
 static const char *const explanation_keys[] = { "effective",
                                                 "kernel",
                                                 "floor",
@@ -327,7 +203,7 @@ static int explanation_field(sd_bus_message *m, unsigned key, void *userdata) {
                 return read_array(m, sizeof(pmqos_holder_info), EXPLAIN_HOLDERS_MAX, holder_item, holder_done,
                                   (void **) &e->holders, &e->n_holders);
         case 6:
-                return explain_read_cpus(m, e); /* libpmqos-ledger.c: with what the bounds cost */
+                return explain_read_cpus(m, e); /* libpmqos-cpus.c: with their cost and custody */
         case 7:
                 return read_bool(m, &e->kernel_ignores_writes);
         case 8:
@@ -365,6 +241,10 @@ _public_ pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e) {
                 cpu_done(&e->cpus[i]);
         free(e->cpus);
         free(e->cpu_costs);
+        Explanation *x = (Explanation *) e;
+        for (size_t i = 0; i < x->n_custody; i++)
+                custody_done(&x->custody[i]);
+        free(x->custody);
         for (size_t i = 0; i < e->n_rules; i++)
                 rule_info_done(&e->rules[i]);
         free(e->rules);
@@ -373,6 +253,30 @@ _public_ pmqos_explanation *pmqos_explanation_free(pmqos_explanation *e) {
         free(e->cpu_groups);
         free(e);
         return NULL;
+}
+
+int explain_read(sd_bus_message *reply, pmqos_explanation **ret) {
+        *ret = NULL;
+        Explanation *x = calloc(1, sizeof(*x)); /* the public struct and what LIBPMQOS_1.6 reads beside it */
+        if (!x)
+                return -ENOMEM;
+        pmqos_explanation *e = &x->pub;
+        e->effective = e->kernel = e->floor = e->wakeup_effective = e->wakeup_kernel = -1;
+        int r = read_dict(reply, explanation_keys, sizeof(explanation_keys) / sizeof(explanation_keys[0]),
+                          explanation_field, e);
+        if (r >= 0 && !e->bound_by && !(e->bound_by = strdup("")))
+                r = -ENOMEM;
+        size_t grouped = 0; /* a machine's CPUs, however they are grouped */
+        for (size_t i = 0; r >= 0 && i < e->n_cpu_groups; i++)
+                if ((grouped += e->cpu_groups[i].n_cpus) > EXPLAIN_CPUS_MAX)
+                        r = -EBADMSG;
+        if (r < 0) {
+                pmqos_explanation_free(e);
+                /* A wrong type (sd-bus says -ENXIO) is as malformed as a key twice. */
+                return r == -ENOMEM ? r : -EBADMSG;
+        }
+        *ret = e;
+        return 0;
 }
 
 /* Explain() or ExplainFolded(): the same dictionary but for cpus / cpu_groups. */
@@ -384,26 +288,8 @@ static int explain_call(pmqos_client *c, const char *member, pmqos_explanation *
         int r = client_call(c, NATIVE_IFACE, member, &reply, NULL, NULL);
         if (r < 0)
                 return r;
-
-        pmqos_explanation *e = calloc(1, sizeof(*e));
-        if (!e)
-                return -ENOMEM;
-        e->effective = e->kernel = e->floor = e->wakeup_effective = e->wakeup_kernel = -1;
-        r = read_dict(reply, explanation_keys, sizeof(explanation_keys) / sizeof(explanation_keys[0]),
-                      explanation_field, e);
-        if (r >= 0 && !e->bound_by && !(e->bound_by = strdup("")))
-                r = -ENOMEM;
-        size_t grouped = 0; /* a machine's CPUs, however they are grouped */
-        for (size_t i = 0; r >= 0 && i < e->n_cpu_groups; i++)
-                if ((grouped += e->cpu_groups[i].n_cpus) > EXPLAIN_CPUS_MAX)
-                        r = -EBADMSG;
-        if (r < 0) {
-                pmqos_explanation_free(e);
-                /* A wrong type (sd-bus says -ENXIO) is as malformed as a key twice. */
-                return client_map_error(c, NULL, r == -ENOMEM ? r : -EBADMSG);
-        }
-        *ret = e;
-        return 0;
+        r = explain_read(reply, ret);
+        return r < 0 ? client_map_error(c, NULL, r) : 0;
 }
 
 _public_ int pmqos_explain(pmqos_client *c, pmqos_explanation **ret) {

@@ -313,7 +313,9 @@ typedef struct pmqos_explanation {
         /* Added with LIBPMQOS_1.5: from pmqos_explain(), what the bounds
          * cost on each CPU since pmqosd started, cpu_costs[i] for cpus[i]
          * (NULL, 0 from a pmqosd without the ledger, and from
-         * pmqos_explain_folded()). */
+         * pmqos_explain_folded(): costs differ from CPU to CPU, so groups
+         * neither fold on them nor carry them; nor the writers below).
+         * Who wrote each CPU's knobs: pmqos_explanation_custody(). */
         struct pmqos_cpu_cost_info *cpu_costs;
         size_t n_cpu_costs;
 } pmqos_explanation;
@@ -360,6 +362,36 @@ typedef struct pmqos_ledger_row {
  * UnknownMethod: -EBADR. */
 int pmqos_ledger(pmqos_client *c, pmqos_ledger_row **ret, size_t *ret_n);
 pmqos_ledger_row *pmqos_ledger_free(pmqos_ledger_row *rows, size_t n);
+
+/* ---- custody of the per-CPU idle knobs: who wrote them (since LIBPMQOS_1.6) ---- */
+
+/* The last process other than pmqosd that wrote one of a CPU's files since
+ * pmqosd started (pmqosd watches them with fanotify; ForeignWrites= in
+ * pmqosd.conf(5)). pid 0: nobody did, or pmqosd cannot watch (the other
+ * fields are then 0 and ""). */
+typedef struct pmqos_writer_info {
+        uint32_t pid;
+        char *comm;        /* its process name */
+        char *unit;        /* its systemd unit, "" if none */
+        char *value;       /* what the file held at its write */
+        int64_t when_usec; /* µs since the epoch */
+} pmqos_writer_info;
+
+typedef struct pmqos_cpu_custody_info {
+        uint32_t cpu;
+        pmqos_writer_info foreign_writer; /* of its power/pm_qos_resume_latency_us */
+        pmqos_writer_info *disabled_by;   /* of each C-state's cpuidle/stateK/disable, for cstates[k] */
+        size_t n_disabled_by;             /* the CPU's n_cstates */
+} pmqos_cpu_custody_info;
+
+/* The writers of e->cpus[i]'s files (Explain()'s foreign_writer and
+ * disabled_by), or NULL: i out of range, a pmqosd that does not say, or an
+ * explanation of pmqos_explain_folded() (its groups carry no writers). It
+ * lives as long as e. A function rather than a field of pmqos_cpu_info, which
+ * old programs index by its size, or of pmqos_explanation: a program that
+ * reads it gets a loader error naming LIBPMQOS_1.6 on an older library
+ * instead of reading past the struct that library allocated. */
+const pmqos_cpu_custody_info *pmqos_explanation_custody(const pmqos_explanation *e, size_t i);
 
 /* ---- change notifications and event loops ---- */
 

@@ -87,6 +87,9 @@ void print_explanation_json(const pmqos_explanation *e);
  * status, from Ledger()), and cpus[i]'s figures of it as JSON keys. */
 void print_cost(pmqos_client *c, const pmqos_explanation *e);
 void json_cpu_cost(const pmqos_explanation *e, size_t i);
+/* pmqosctl-writers.c: who wrote the CPUs' knobs, when it was not pmqosd
+ * (Explain() asked again only when e is folded and a file may have one). */
+void print_writers(pmqos_client *c, const pmqos_explanation *e);
 
 int verb_status(int argc, char *argv[]);
 int verb_metrics(int argc, char *argv[]);

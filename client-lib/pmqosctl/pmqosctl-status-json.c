@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* pmqosctl status --json: the Explain() dictionary, key for key, but one
- * convention for "no constraint" in every field: -1. */
+/* pmqosctl status --json: the Explain() dictionary, key for key (the
+ * custody's foreign_writer and disabled_by included), but one convention
+ * for "no constraint" in every field: -1. */
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,6 +16,21 @@ static const char *json_bool(bool b) {
  * it (the kernel reads PMQOS_LATENCY_MAX then). */
 static int32_t json_usec(int32_t v) {
         return v >= PMQOS_LATENCY_MAX ? -1 : v;
+}
+
+/* A writer of a CPU's file (foreign_writer, disabled_by): {} when nobody but pmqosd. */
+static void json_writer(const char *key, const pmqos_writer_info *w) {
+        printf(", \"%s\": {", key);
+        if (w->pid != 0) {
+                printf("\"pid\": %" PRIu32 ", \"comm\": ", w->pid);
+                json_string(w->comm);
+                printf(", \"unit\": ");
+                json_string(w->unit);
+                printf(", \"value\": ");
+                json_string(w->value);
+                printf(", \"when\": %" PRIi64, w->when_usec);
+        }
+        printf("}");
 }
 
 void print_explanation_json(const pmqos_explanation *e) {
@@ -48,6 +64,9 @@ void print_explanation_json(const pmqos_explanation *e) {
                        cpu->cpu, json_usec(cpu->bound));
                 json_string(cpu->resume_latency);
                 printf(", \"foreign\": %s", json_bool(cpu->foreign));
+                const pmqos_cpu_custody_info *custody = pmqos_explanation_custody(e, i);
+                if (custody)
+                        json_writer("foreign_writer", &custody->foreign_writer);
                 json_cpu_cost(e, i);
                 printf(", \"cstates\": [");
                 for (size_t k = 0; k < cpu->n_cstates; k++) {
@@ -55,9 +74,12 @@ void print_explanation_json(const pmqos_explanation *e) {
                         printf("%s{\"name\": ", k ? ", " : "");
                         json_string(st->name);
                         printf(", \"latency\": %" PRIu32 ", \"allowed\": %s, \"disabled\": %s, \"usage\": %" PRIu64
-                               ", \"time\": %" PRIu64 "}",
+                               ", \"time\": %" PRIu64,
                                st->latency_usec, json_bool(st->allowed), json_bool(st->disabled), st->usage,
                                st->time_usec);
+                        if (custody && k < custody->n_disabled_by)
+                                json_writer("disabled_by", &custody->disabled_by[k]);
+                        printf("}");
                 }
                 printf("]}");
         }

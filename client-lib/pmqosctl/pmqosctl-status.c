@@ -416,6 +416,7 @@ int verb_status(int argc, char *argv[]) {
                 else {
                         print_status(&v, NULL, 0);
                         print_cost(client, v.e);
+                        print_writers(client, v.e);
                 }
                 status_view_clear(&v);
         }

@@ -572,17 +572,6 @@ def forge_signal(bus, uid, destination, path, iface, member, signature, text):
     subprocess.run(cmd, env=bus.env, check=True, timeout=30)
 
 
-def without_writers(explain):
-    """Explain()'s dictionary less what libpmqos does not read yet (so neither
-    the binding nor pmqosctl's --json carries it): the per-CPU foreign_writer
-    and the per-state disabled_by of the custody of the idle knobs."""
-    d = dict(explain)
-    d["cpus"] = [{k: v for k, v in cpu.items() if k != "foreign_writer"} | {
-        "cstates": [{k: v for k, v in st.items() if k != "disabled_by"} for st in cpu.get("cstates", [])]}
-        for cpu in explain.get("cpus", [])]
-    return d
-
-
 def owner_of(client, name):
     return client.call("GetNameOwner", "s", name, path=DBUS_PATH, iface=DBUS_IFACE, dest=DBUS_NAME)[0]
 

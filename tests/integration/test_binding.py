@@ -4,10 +4,12 @@ live broker and the real device."""
 
 import ctypes
 import errno
+import glob
 import os
 import re
 import subprocess
 import sys
+import time
 
 # A sanitizer build of libpmqos needs its runtime loaded first: re-run this
 # interpreter with it preloaded (leak checking off: it is Python's, not ours).
@@ -26,9 +28,10 @@ BINDING_DIR = os.path.abspath(os.environ.get("PMQOS_PYTHONPATH", os.path.join(os
 sys.path.insert(0, BINDING_DIR)
 import pmqos  # noqa: E402
 
-from contract import NATIVE_IFACE
+import test_custody  # noqa: E402
+from contract import LATENCY_MAX, NATIVE_IFACE
 from fixtures import (BrokerTestCase, IS_ROOT, NOBODY, PrivateBus, ROUNDS, SOURCE_ROOT, cpu_hog, main, setpriv,  # noqa: E402
-                      wait_for, without_writers)
+                      wait_for)
 
 
 class BindingTestCase(BrokerTestCase):
@@ -38,6 +41,25 @@ class BindingTestCase(BrokerTestCase):
         os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = self.bus.address
         self.addCleanup(lambda: os.environ.pop("DBUS_SYSTEM_BUS_ADDRESS", None) if saved is None
                         else os.environ.__setitem__("DBUS_SYSTEM_BUS_ADDRESS", saved))
+
+
+class TestWriters(BindingTestCase, test_custody.CustodyTestCase):
+    """Explain()'s writers through the binding (libpmqos's
+    pmqos_explanation_custody()), on the real per-CPU files (the custody
+    suite's setup: each file put back as found)."""
+
+    def test_explain_names_a_foreign_writer(self):
+        _ = self.daemon
+        w = self.writer(test_custody.cpu_file(test_custody.SYSFS, 1))
+        w.write("n/a")
+        self.assert_eventually(lambda: self.explain_cpu(1)["foreign_writer"].get("pid") == w.pid,
+                               what="cpu1's foreign_writer")
+        with pmqos.Client() as c:
+            got = c.explain()
+        self.assertEqual(test_custody.writers(got), test_custody.writers(self.explain()))
+        fw = next(cpu["foreign_writer"] for cpu in got["cpus"] if cpu["cpu"] == 1)
+        self.assertEqual((fw["pid"], fw["comm"], fw["value"]), (w.pid, test_custody.WRITER_COMM, "n/a"))
+        self.assertEqual(set(fw), {"pid", "comm", "unit", "value", "when"})
 
 
 class TestClient(BindingTestCase):
@@ -59,8 +81,8 @@ class TestClient(BindingTestCase):
         with pmqos.Client() as c:
             cookie = c.request(90, reason="explained")
             got = c.explain()
-            bus = without_writers(self.client().call("Explain", None, iface=NATIVE_IFACE)[0])
-            # The same keys and values as the D-Bus dictionary (less the writers); the C-states'
+            bus = self.client().call("Explain", None, iface=NATIVE_IFACE)[0]
+            # The same keys and values as the D-Bus dictionary (the writers too); the C-states'
             # residency counters are live (read at call time): later, never less.
             counters = [(a.pop(k), b.pop(k)) for cg, cb in zip(got["cpus"], bus["cpus"])
                         for a, b in zip(cg["cstates"], cb["cstates"]) for k in ("usage", "time")]
@@ -82,6 +104,37 @@ class TestClient(BindingTestCase):
             self.assertNotIn("cpus", got)
             self.assertEqual(sorted(n for g in got["cpu_groups"] for n in g["cpus"]),
                              sorted(x["cpu"] for x in c.explain()["cpus"]))
+
+    def test_ledger_equals_the_broker(self):
+        """Client.ledger() is Ledger(): a 0 µs request keeps every CPU out of
+        its states deeper than 0 µs, a row of this process; its live figures
+        (held, shallow_idle) read first through the binding, never more than
+        the bus's read after; once cancelled, nothing grows: equal."""
+        if not glob.glob("/sys/devices/system/cpu/cpu*/cpuidle/state1"):
+            self.skipTest("needs cpuidle states: a 0 µs bound blocks none without")
+        if self.kernel.baseline < LATENCY_MAX:
+            self.skipTest("another process holds /dev/cpu_dma_latency at %d µs" % self.kernel.baseline)
+        self.start_daemon()
+        bus = self.client()
+        with pmqos.Client() as c:
+            self.assertEqual(c.ledger(), [])
+            cookie = c.request(0, reason="ledger")
+            time.sleep(0.2)
+            got = c.ledger()
+            rows = bus.call("Ledger", None, iface=NATIVE_IFACE)[0]
+            live = [(a.pop(k), b.pop(k)) for a, b in zip(got, rows) for k in ("held", "shallow_idle")]
+            self.assertEqual(got, rows)
+            self.assertTrue(all(0 < a <= b for a, b in live[:1]) and all(a <= b for a, b in live), live)
+            with open("/proc/self/comm") as f:
+                comm = f.read().strip()
+            self.assertEqual([(r["kind"], r["uid"], r["comm"], r["cookie"], r["active"]) for r in got],
+                             [("request", os.getuid(), comm, cookie, True)])
+            self.assertEqual(set(got[0]), {"kind", "uid", "comm", "unit", "cookie", "active", "blocked_entries"})
+            c.cancel(cookie)
+            got = c.ledger()
+            self.assertEqual(got, bus.call("Ledger", None, iface=NATIVE_IFACE)[0])
+            self.assertFalse(got[0]["active"])
+            self.assertGreater(got[0]["held"], 0)
 
     def test_list_requests_page(self):
         self.start_daemon()
@@ -119,7 +172,7 @@ class TestClient(BindingTestCase):
         self.start_daemon()
         with pmqos.Client() as c:
             got = c.explain()
-        bus = without_writers(self.client().call("Explain", None, iface=NATIVE_IFACE)[0])
+        bus = self.client().call("Explain", None, iface=NATIVE_IFACE)[0]
         for e in (got, bus):
             for cpu in e["cpus"]:
                 cpu.pop("cstates")  # live residency counters

@@ -9,6 +9,7 @@ a request of the writer that ends when it exits. Each test puts every file
 it touches back as it found it."""
 
 import glob
+import json
 import os
 import pwd
 import re
@@ -20,7 +21,7 @@ import time
 from gi.repository import GLib
 
 from contract import NATIVE_IFACE
-from fixtures import TIME_SCALE, BrokerTestCase, main, wait_for
+from fixtures import PMQOSCTL, TIME_SCALE, BrokerTestCase, main, wait_for
 from fake_sysfs import cpu_file
 from hostenv import pmqos_user_install, pmqos_user_uninstall
 
@@ -67,6 +68,12 @@ class Writer:
             self.proc.stdin.close()
             self.proc.wait(10)
             self.proc.stdout.close()
+
+
+def writers(explanation):
+    """Explain()'s writers: {cpu: (foreign_writer, [disabled_by of each state])}."""
+    return {c["cpu"]: (c["foreign_writer"], [st["disabled_by"] for st in c["cstates"]])
+            for c in explanation["cpus"]}
 
 
 class CustodyTestCase(BrokerTestCase):
@@ -132,6 +139,24 @@ class TestReport(CustodyTestCase):
         # report changes nothing.
         self.assert_persists(lambda: read(cpu_file(SYSFS, 1)) == "n/a", what="the writer's n/a")
         self.assertEqual(self.explain_cpu(0)["foreign_writer"], {})
+
+    def test_writers_through_libpmqos_and_pmqosctl(self):
+        """pmqosctl status --json (libpmqos's pmqos_explanation_custody())
+        carries every CPU's foreign_writer and every state's disabled_by as
+        Explain() sends them: the named writer of cpu1, {} elsewhere."""
+        _ = self.daemon
+        w = self.writer(cpu_file(SYSFS, 1))
+        w.write("n/a")
+        self.assert_eventually(lambda: self.explain_cpu(1)["foreign_writer"].get("pid") == w.pid,
+                               what="cpu1's foreign_writer")
+        out = subprocess.run([PMQOSCTL, "status", "--json"], env=self.bus.env, capture_output=True, text=True,
+                             check=True).stdout
+        self.assertEqual(writers(json.loads(out)), writers(self.explain()))
+        self.assertEqual(writers(json.loads(out))[1][0]["comm"], WRITER_COMM)
+        plain = subprocess.run([PMQOSCTL, "status"], env=self.bus.env, capture_output=True, text=True,
+                               check=True).stdout
+        self.assertRegex(plain, r'\nWriters:  cpu1 pm_qos_resume_latency_us "n/a" written by pid %d \(%s[,)]'
+                         % (w.pid, WRITER_COMM))
 
     def test_a_flood_is_logged_in_bounds(self):
         """A writer's flood: 20 lines per 10 s, then, at the next line due,

@@ -12,12 +12,12 @@ from test_pmqosctl import CtlTestCase
 
 
 INT_TYPES = {"value": "i", "created": "x", "expires": "x", "bound": "i", "usage": "t", "time": "t",
-             "effective": "i", "kernel": "i", "floor": "i"}
+             "effective": "i", "kernel": "i", "floor": "i", "when": "x"}
 
 
 def variant_dict(d):
     """An a{sv} of python values: ints as the key's type (INT_TYPES, else u),
-    str s, bool b, lists of ints au, lists of dicts aa{sv}."""
+    str s, bool b, dicts a{sv}, lists of ints au, lists of dicts aa{sv}."""
     from gi.repository import GLib
 
     def v(k, x):
@@ -27,6 +27,8 @@ def variant_dict(d):
             return GLib.Variant(INT_TYPES.get(k, "u"), x)
         if isinstance(x, str):
             return GLib.Variant("s", x)
+        if isinstance(x, dict):
+            return variant_dict(x)
         if x and isinstance(x[0], dict):
             return GLib.Variant.new_array(GLib.VariantType("a{sv}"), [variant_dict(e) for e in x])
         return GLib.Variant("au", x)
@@ -122,6 +124,32 @@ class TestOtherBrokers(CtlTestCase):
         self.assertIn("Bound:    none machine-wide; cpu3 40 µs written to its pm_qos_resume_latency_us by someone else\n",
                       out)
         self.assertEqual(self.calls[-1], "ExplainFolded")  # no listing: a foreign file's bound is no request's
+
+    def test_writers_carried_and_malformed_ones_refused(self):
+        """Explain()'s foreign_writer and disabled_by in status --json as sent
+        and named in status; a writer without a pid (pmqosd names every
+        writer by its pid) is refused, not shown as nobody."""
+        w = {"pid": 42, "comm": "tuned", "unit": "tuned.service", "value": "n/a", "when": 1700000000000000}
+        # State 0 without disabled_by (a broker may leave it out): nobody, {}.
+        cpu = dict(self.CPU, cpu=1, foreign_writer=w, cstates=[dict(st) for st in self.CPU["cstates"]])
+        cpu["cstates"][1]["disabled_by"] = dict(w, comm="cpupower", unit="", value="1")
+        for answer in (cpu, dict(cpu, foreign_writer={"comm": "nobody", "value": "0"})):
+            explained = lambda p: (variant_dict(dict(self.EXPLANATION, cpus=[answer])),)  # noqa: E731
+            imp = self.impostor({"Explain": ((), ("a{sv}",), explained)})
+            status, out, err = self.ctl_against(imp, "status", "--json")
+            if answer is not cpu:
+                self.assertEqual((status, out), (1, ""), err)
+                self.assertTrue(err.startswith("pmqosctl: cannot read the broker's explanation: "), err)
+                break
+            self.assertEqual(status, 0, err)
+            got = json.loads(out)["cpus"][0]
+            self.assertEqual(got["foreign_writer"], w)
+            self.assertEqual([st["disabled_by"] for st in got["cstates"]], [{}, cpu["cstates"][1]["disabled_by"]])
+            status, out, err = self.ctl_against(imp, "status")
+            self.assertEqual(status, 0, err)
+            self.assertIn('\nWriters:  cpu1 pm_qos_resume_latency_us "n/a" written by pid 42 (tuned, tuned.service)\n'
+                          '          cpu1 C6 disable "1" written by pid 42 (cpupower)\n', out)
+            imp.close()
 
     def test_groups_of_more_cpus_than_a_machine_are_refused(self):
         groups = [dict(self.CPU, cpus=list(range(k * 5000, (k + 1) * 5000))) for k in range(2)]

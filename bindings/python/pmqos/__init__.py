@@ -377,7 +377,7 @@ class Client(_Closing):
         """A pmqos.Hold: a request (arguments as request()) that lives while
         any copy of its descriptor is open, here or in a process it was
         passed to, whatever becomes of this client."""
-        return _held.hold(self._handle(), usec, reason, cpus)
+        return _held.hold_fd(self._handle(), usec, reason, cpus)
 
     def request_for(self, usec, pid=None, cgroup=None, reason=None, cpus=None):
         """A request that ends when process pid exits, or when the cgroup v2
@@ -404,8 +404,14 @@ class Client(_Closing):
         external_holders_complete, external_holders_left_out (holders not
         listed), external_holders_unscanned (uid, processes: not looked at
         for the scan's bound per user), cpus (cpu, bound, resume_latency,
-        foreign, cstates: name, latency, allowed, disabled, usage, time)
-        and kernel_ignores_writes."""
+        foreign, foreign_writer, shallow_idle, blocked_entries, verified,
+        cstates: name, latency, allowed, disabled, usage, time,
+        disabled_by), kernel_ignores_writes, rules and rules_followed. A
+        writer (foreign_writer: of the CPU's pm_qos_resume_latency_us;
+        disabled_by: of the state's disable file) is the last process but
+        pmqosd that wrote it: pid, comm, unit, value, when (µs since the
+        epoch); {} when none. The cost keys need LIBPMQOS_1.5, the writers
+        LIBPMQOS_1.6 (an older library leaves them out)."""
         return self._explain(_library().pmqos_explain, False)
 
     def explain_folded(self):
@@ -414,7 +420,9 @@ class Client(_Closing):
         group's CPU numbers, ascending), bound, resume_latency, foreign and
         cstates (name, latency, allowed, disabled, and usage and time summed
         over the group's CPUs). CPUs are in one group when their bound,
-        resume_latency, foreign and C-states (but usage and time) are equal."""
+        resume_latency, foreign and C-states (but usage and time) are equal.
+        What differs from CPU to CPU is per CPU, in explain() only: the cost
+        keys (shallow_idle, blocked_entries, verified) and the writers."""
         return self._explain(_library().pmqos_explain_folded, True)
 
     def _explain(self, call, folded):
@@ -425,9 +433,22 @@ class Client(_Closing):
             _raise(r, c, "cannot read the explanation")
         try:
             # cpu_costs exist in the structure from LIBPMQOS_1.5 on (pmqos_ledger() with them).
-            return _explanation_dict(e.contents, folded, hasattr(_library(), "pmqos_ledger"))
+            d = _explanation_dict(e.contents, folded, hasattr(_library(), "pmqos_ledger"))
+            _costs.add_custody(e, d.get("cpus", []))  # LIBPMQOS_1.6: who wrote each CPU's knobs
+            return d
         finally:
             _library().pmqos_explanation_free(e)
+
+    def ledger(self):
+        """What the bounds cost since pmqosd started: the broker's Ledger(), a
+        list with one dict per holder that bound a CPU while it blocked a
+        C-state there: kind ("request", "floor", "battery-floor", "rule",
+        "external" or "other": older rows folded), uid (4294967295: not
+        known), comm, unit ("" if none), cookie (its last request's, 0 for
+        the others), active (it binds a CPU with a state blocked now), held,
+        shallow_idle (µs, summed over CPUs) and blocked_entries (0 when the
+        kernel obeyed). Needs libpmqos with LIBPMQOS_1.5."""
+        return _costs.ledger(self._handle())
 
     def list_requests_page(self, after=0, max=0):
         """One page of every client's requests: (requests, next). requests:
@@ -459,33 +480,6 @@ class Client(_Closing):
             _raise(r, self._c, "lost the bus")
 
 
-class hold:
-    """Context manager holding one request for the duration of a with block:
-    usec on every CPU, or on the CPUs listed in cpus only; reason is shown
-    in listings.
-
-    Leaving the block returns only after pmqosd confirmed the bound is gone."""
-
-    def __init__(self, usec, reason=None, cpus=None):
-        self.usec = _check_usec(usec)
-        self.reason = reason
-        self.cpus = _check_cpus(cpus)
-        self.client = None
-        self.cookie = None
-
-    def __enter__(self):
-        self.client = Client()
-        try:
-            self.cookie = self.client.request(self.usec, reason=self.reason, cpus=self.cpus)
-        except BaseException:
-            self.client.close()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.client.close()
-        return False
-
-
 from . import held as _held  # noqa: E402  (it uses the names above)
-from .held import Hold  # noqa: E402
+from .held import Hold, hold  # noqa: E402
+from . import costs as _costs  # noqa: E402

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Requests not bound to the Client: Hold() (bound to a descriptor the
 caller owns) and RequestFor() (bound to a process or a cgroup v2
-directory), through libpmqos's pmqos_hold_fd() and pmqos_request_for_fd().
+directory), through libpmqos's pmqos_hold_fd() and pmqos_request_for_fd(); and
+pmqos.hold, the with block of one request of a Client of its own.
 
     with pmqos.Client() as c:
         h = c.hold(50, reason="render")      # lives while any copy of h.fd is open
@@ -16,7 +17,7 @@ import ctypes
 import errno
 import os
 
-from . import Error, InvalidArgument, _check_cpus, _check_usec, _Closing, _ERRORS, _invalid, _library, _raise
+from . import Client, Error, InvalidArgument, _check_cpus, _check_usec, _Closing, _ERRORS, _invalid, _library, _raise
 
 PID_MAX = 2 ** 22  # the kernel's PID_MAX_LIMIT: no pid is larger
 
@@ -87,7 +88,7 @@ class Hold(_Closing):
         return "<pmqos.Hold cookie=%d fd=%d>" % (self.cookie, self.fd)
 
 
-def hold(c, usec, reason=None, cpus=None):
+def hold_fd(c, usec, reason=None, cpus=None):
     """Client.hold(): a Hold (its cookie and descriptor)."""
     usec, reason_b, cpu_array, cpu_ptr, n_cpus = _common(usec, reason, cpus)
     cookie, fd = ctypes.c_uint32(), ctypes.c_int(-1)
@@ -141,3 +142,31 @@ def request_for(c, usec, pid=None, cgroup=None, reason=None, cpus=None):
     if r < 0:
         _raise(r, c, "request for %s refused" % ("process %d" % pid if pid is not None else "cgroup %r" % (cgroup,)))
     return cookie.value
+
+
+class hold:
+    """Context manager holding one request for the duration of a with block:
+    usec on every CPU, or on the CPUs listed in cpus only; reason is shown
+    in listings.
+
+    Leaving the block returns only after pmqosd confirmed the bound is gone."""
+
+    def __init__(self, usec, reason=None, cpus=None):
+        self.usec = _check_usec(usec)
+        self.reason = reason
+        self.cpus = _check_cpus(cpus)
+        self.client = None
+        self.cookie = None
+
+    def __enter__(self):
+        self.client = Client()
+        try:
+            self.cookie = self.client.request(self.usec, reason=self.reason, cpus=self.cpus)
+        except BaseException:
+            self.client.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.client.close()
+        return False

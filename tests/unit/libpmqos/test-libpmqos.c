@@ -202,6 +202,22 @@ START_TEST(test_limit) {
 }
 END_TEST
 
+/* Who wrote each CPU's knobs (LIBPMQOS_1.6): one entry per CPU, one
+ * writer per C-state, texts never NULL; none past the last CPU. */
+static void check_custody(const pmqos_explanation *e) {
+        for (size_t i = 0; i < e->n_cpus; i++) {
+                const pmqos_cpu_custody_info *w = pmqos_explanation_custody(e, i);
+                ck_assert_ptr_nonnull(w);
+                ck_assert_uint_eq(w->cpu, e->cpus[i].cpu);
+                ck_assert_uint_eq(w->n_disabled_by, e->cpus[i].n_cstates);
+                ck_assert(w->foreign_writer.comm && w->foreign_writer.unit && w->foreign_writer.value);
+                for (size_t k = 0; k < w->n_disabled_by; k++)
+                        ck_assert(w->disabled_by[k].comm && w->disabled_by[k].value);
+        }
+        ck_assert_ptr_null(pmqos_explanation_custody(e, e->n_cpus));
+        ck_assert_ptr_null(pmqos_explanation_custody(NULL, 0));
+}
+
 START_TEST(test_rich_calls) {
         pmqos_client *c;
         uint32_t a, b, count;
@@ -261,6 +277,7 @@ START_TEST(test_rich_calls) {
         ck_assert_uint_eq(e->n_cpus, (size_t) sysconf(_SC_NPROCESSORS_ONLN));
         for (size_t i = 0; i < e->n_cpus; i++)
                 ck_assert_ptr_nonnull(e->cpus[i].resume_latency);
+        check_custody(e);
         ck_assert_ptr_null(pmqos_explanation_free(e));
         ck_assert_ptr_null(pmqos_explanation_free(NULL));
         ck_assert_int_eq(pmqos_explain(NULL, &e), -EINVAL);
@@ -328,6 +345,8 @@ START_TEST(test_pages_and_folded) {
                 cpus += e->cpu_groups[i].n_cpus;
         }
         ck_assert_uint_eq(cpus, (size_t) sysconf(_SC_NPROCESSORS_ONLN));
+        ck_assert_ptr_null(pmqos_explanation_custody(e, 0)); /* groups carry no writers, nor costs */
+        ck_assert_ptr_null(e->cpu_costs);
         ck_assert_ptr_null(pmqos_explanation_free(e));
         for (unsigned i = 0; i < 40; i++)
                 ck_assert_int_eq(pmqos_cancel(c, cookies[i]), 0);
