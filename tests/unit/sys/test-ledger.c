@@ -6,11 +6,13 @@
  * blocked state); an offline CPU, a state that appears and a counter that
  * begins again lose nothing; rows bounded, the oldest inactive folded;
  * counters kept open while blocked and opened anew when a state or the
- * whole device goes or comes, or a counter stops parsing. */
+ * whole device goes or comes, or a counter stops parsing; no more kept than
+ * half the soft descriptor limit allows. */
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "sys/ledger.h"
 #include "unit.h"
@@ -313,6 +315,30 @@ START_TEST(test_device_removed_and_back) {
 }
 END_TEST
 
+START_TEST(test_descriptors_bounded) {
+        Ledger l;
+        make_tree(&l);
+        struct rlimit was, low;
+        ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &was), 0);
+        /* Half of 24 is room for one CPU's 7, not two. */
+        low = (struct rlimit){ .rlim_cur = 24, .rlim_max = was.rlim_max };
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+        LedgerHolder a = holder(LEDGER_REQUEST, 0, 1);
+        ledger_set(&l, 0, 0, &a, NULL, NULL);
+        ledger_set(&l, 1, 0, &a, NULL, NULL);
+        ck_assert_uint_eq(l.n_fds, 7);
+        ck_assert_int_lt(l.cpus[1].fds.dir, 0);
+        /* The CPU without room is read by path, as well. */
+        set_state(0, 0, 0, 1, 100);
+        set_state(1, 0, 0, 1, 200);
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[0].cost.shallow_idle, 100);
+        ck_assert_uint_eq(l.cpus[1].cost.shallow_idle, 200);
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &was), 0);
+        done(&l);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("ledger");
         TCase *tc = tcase_create("ledger");
@@ -324,6 +350,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_kept_descriptors);
         tcase_add_test(tc, test_state_removed_mid_interval);
         tcase_add_test(tc, test_device_removed_and_back);
+        tcase_add_test(tc, test_descriptors_bounded);
         suite_add_tcase(s, tc);
         return s;
 }
