@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/clock.h"
@@ -33,11 +35,15 @@ int ledger_init(Ledger *l, const char *sysfs_root, uint32_t n, int64_t (*clock)(
                 return -ENOMEM;
         }
         for (uint32_t cpu = 0; cpu < n; cpu++)
-                l->cpus[cpu] = (LedgerCpu){ .row = -1, .bound = -1, .file_bound = -1 };
+                l->cpus[cpu] = (LedgerCpu){ .row = -1, .bound = -1, .file_bound = -1, .fds.dir = -1 };
         return 0;
 }
 
+static void close_fds(LedgerFds *f);
+
 void ledger_done(Ledger *l) {
+        for (uint32_t cpu = 0; l->cpus && cpu < l->n; cpu++)
+                close_fds(&l->cpus[cpu].fds);
         free(l->sysfs_root);
         free(l->cpus);
         *l = (Ledger){};
@@ -51,33 +57,149 @@ static int read_u64_at(int dir, const char *name, uint64_t *ret) {
         return r < 0 ? r : cpuidle_parse_u64(buf, ret);
 }
 
-int ledger_read_counters(const char *sysfs_root, uint32_t cpu, LedgerCounters *ret) {
+static int read_u64_fd(int fd, uint64_t *ret) {
+        char buf[32];
+        int r = sysfs_read_fd(fd, buf, sizeof(buf));
+        return r < 0 ? r : cpuidle_parse_u64(buf, ret);
+}
+
+/* What moves when a state directory comes or goes, or the directory itself
+ * is removed or renamed (tmpfs and sysfs alike: a directory's link count is
+ * 2 + its subdirectories). */
+static int stamp_of(int dir, uint64_t ret[5]) {
+        struct stat st;
+        if (fstat(dir, &st) < 0)
+                return -errno;
+        ret[0] = (uint64_t) st.st_nlink;
+        ret[1] = (uint64_t) st.st_mtim.tv_sec;
+        ret[2] = (uint64_t) st.st_mtim.tv_nsec;
+        ret[3] = (uint64_t) st.st_ctim.tv_sec;
+        ret[4] = (uint64_t) st.st_ctim.tv_nsec;
+        return 0;
+}
+
+static void close_fds(LedgerFds *f) {
+        for (unsigned k = 0; k < f->n; k++) {
+                close(f->usage[k]);
+                close(f->time[k]);
+        }
+        if (f->dir >= 0)
+                close(f->dir);
+        *f = (LedgerFds){ .dir = -1 };
+}
+
+/* O_NOATIME where we may (the file's owner, or root): a fake tree in
+ * tmpfs would else write its access time at every reading. */
+static int open_counter(int dir, const char *name) {
+        int fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOATIME);
+        return fd < 0 && errno == EPERM ? openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOCTTY) : fd;
+}
+
+/* State k's counters under idle into ret, its usage and time left open in
+ * f: 0, or negative when it is missing or unreadable (the list ends). */
+static int open_state(int idle, unsigned k, LedgerCounters *ret, LedgerFds *f) {
+        char name[16];
+        uint64_t latency;
+        snprintf(name, sizeof(name), "state%u", k);
+        int dir = openat(idle, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0)
+                return -errno;
+        int r = read_u64_at(dir, "latency", &latency);
+        int usage = open_counter(dir, "usage"), time = open_counter(dir, "time");
+        close(dir);
+        if (r >= 0)
+                r = usage < 0 || time < 0 ? -ENOENT : read_u64_fd(usage, &ret->usage[k]);
+        if (r >= 0)
+                r = read_u64_fd(time, &ret->time[k]);
+        if (r < 0) {
+                if (usage >= 0)
+                        close(usage);
+                if (time >= 0)
+                        close(time);
+                return r;
+        }
+        ret->latency[k] = latency > UINT32_MAX ? UINT32_MAX : (uint32_t) latency;
+        f->usage[k] = usage;
+        f->time[k] = time;
+        f->n = ret->n = k + 1;
+        return 0;
+}
+
+/* Reads cpu's counters by path; their descriptors go to keep when it is
+ * given and room enough (else they are closed). The descriptors kept. */
+static unsigned read_by_path(const char *sysfs_root, uint32_t cpu, LedgerCounters *ret, LedgerFds *keep,
+                             unsigned room) {
         char path[512];
+        LedgerFds f = { .dir = -1 };
         ret->n = 0;
         snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu%u/cpuidle", sysfs_root, (unsigned) cpu);
-        int idle = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (idle < 0)
+        f.dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (f.dir < 0)
                 return 0;
-        for (unsigned k = 0; k < CPUIDLE_STATES_MAX; k++) {
-                char name[16];
-                uint64_t latency;
-                snprintf(name, sizeof(name), "state%u", k);
-                int dir = openat(idle, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (dir < 0)
+        /* Stamped before the states are listed: one that comes after moves it. */
+        bool stamped = keep && stamp_of(f.dir, f.stamp) >= 0;
+        for (unsigned k = 0; k < CPUIDLE_STATES_MAX; k++)
+                if (open_state(f.dir, k, ret, &f) < 0)
                         break;
-                int r = read_u64_at(dir, "latency", &latency);
-                if (r >= 0)
-                        r = read_u64_at(dir, "usage", &ret->usage[k]);
-                if (r >= 0)
-                        r = read_u64_at(dir, "time", &ret->time[k]);
-                close(dir);
-                if (r < 0)
-                        break;
-                ret->latency[k] = latency > UINT32_MAX ? UINT32_MAX : (uint32_t) latency;
-                ret->n = k + 1;
+        unsigned used = 1 + 2 * f.n;
+        if (!stamped || f.n == 0 || used > room) {
+                close_fds(&f);
+                return 0;
         }
-        close(idle);
+        *keep = f;
+        return used;
+}
+
+int ledger_read_counters(const char *sysfs_root, uint32_t cpu, LedgerCounters *ret) {
+        (void) read_by_path(sysfs_root, cpu, ret, NULL, 0);
         return 0;
+}
+
+/* Reads through f's descriptors the states last had: false when none are
+ * kept, the states may have changed or a read failed. */
+static bool read_kept(const LedgerFds *f, const LedgerCounters *last, LedgerCounters *ret) {
+        uint64_t stamp[5];
+        if (f->dir < 0 || f->n != last->n || stamp_of(f->dir, stamp) < 0 || memcmp(stamp, f->stamp, sizeof(stamp)) != 0)
+                return false;
+        /* The kernel adds to a state's time and usage together, at each exit
+         * from it (cpuidle_enter_state()): a usage that did not move is a
+         * time that did not either, and that file is not read. A time the
+         * kernel adds just before its usage is read at the next reading. */
+        for (unsigned k = 0; k < f->n; k++) {
+                if (read_u64_fd(f->usage[k], &ret->usage[k]) < 0)
+                        return false;
+                ret->time[k] = last->time[k];
+                if (ret->usage[k] != last->usage[k] && read_u64_fd(f->time[k], &ret->time[k]) < 0)
+                        return false;
+        }
+        memcpy(ret->latency, last->latency, sizeof(ret->latency));
+        ret->n = f->n;
+        return true;
+}
+
+/* Descriptors the ledger may still keep. */
+static unsigned fds_room(const Ledger *l) {
+        struct rlimit rl;
+        uint64_t max = LEDGER_FDS_MAX;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 2 < max)
+                max = rl.rlim_cur / 2;
+        return max > l->n_fds ? (unsigned) (max - l->n_fds) : 0;
+}
+
+static void drop_fds(Ledger *l, LedgerCpu *e) {
+        if (e->fds.dir >= 0)
+                l->n_fds -= 1 + 2 * e->fds.n;
+        close_fds(&e->fds);
+}
+
+/* cpu's counters now: through its kept descriptors, else by path (kept
+ * from then on if there is room). */
+static void read_counters(Ledger *l, uint32_t cpu, LedgerCounters *ret) {
+        LedgerCpu *e = &l->cpus[cpu];
+        if (read_kept(&e->fds, &e->last, ret))
+                return;
+        drop_fds(l, e);
+        l->n_fds += read_by_path(l->sysfs_root, cpu, ret, &e->fds, fds_room(l));
 }
 
 /* ---- accounting ---- */
@@ -131,7 +253,7 @@ static void charge(LedgerCost *to, const LedgerCost *d) {
 static void settle(Ledger *l, uint32_t cpu, int64_t now) {
         LedgerCpu *e = &l->cpus[cpu];
         LedgerCounters c;
-        (void) ledger_read_counters(l->sysfs_root, cpu, &c);
+        read_counters(l, cpu, &c);
         l->n_reads++;
         if (c.n == 0)
                 return;
@@ -223,8 +345,11 @@ void ledger_set(Ledger *l, uint32_t cpu, int32_t bound, const LedgerHolder *who,
         bool same_holder = e->row >= 0 ? charged && l->rows[e->row].who.kind == who->kind &&
                                                  l->rows[e->row].who.uid == who->uid && e->cookie == who->cookie
                                        : !charged;
-        if (blocked == e->blocked && same_holder)
+        if (blocked == e->blocked && same_holder) {
+                if (blocked == 0)
+                        drop_fds(l, e); /* read once for its latencies: nothing to sample */
                 return;
+        }
 
         settle(l, cpu, now);
         blocked = ledger_blocked(&e->last, bound); /* the states may have changed */
@@ -247,6 +372,8 @@ void ledger_set(Ledger *l, uint32_t cpu, int32_t bound, const LedgerHolder *who,
                         row->who.cookie = who->cookie;
                 row->n_cpus++;
         }
+        if (blocked == 0)
+                drop_fds(l, e); /* nothing blocked: ledger_sample() will not read it */
 }
 
 void ledger_sample(Ledger *l) {

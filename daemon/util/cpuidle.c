@@ -18,14 +18,21 @@
 
 #define CPUIDLE_NAME_MAX 64u
 
-int sysfs_read_at(int dir, const char *name, char *buf, size_t size) {
-        ssize_t n = read_small_at(dir, name, buf, size);
+static int trimmed(char *buf, ssize_t n) {
         if (n < 0)
                 return (int) n;
         while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
                 n--;
         buf[n] = 0;
         return (int) n;
+}
+
+int sysfs_read_at(int dir, const char *name, char *buf, size_t size) {
+        return trimmed(buf, read_small_at(dir, name, buf, size));
+}
+
+int sysfs_read_fd(int fd, char *buf, size_t size) {
+        return trimmed(buf, read_small_fd(fd, buf, size));
 }
 
 int cpuidle_parse_u64(const char *text, uint64_t *ret) {

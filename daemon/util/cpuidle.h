@@ -43,6 +43,8 @@ int cpuidle_latency_of(const char *sysfs_root, const char *name, uint32_t max, u
 /* A sysfs file's text (name relative to dir, or AT_FDCWD), without its
  * trailing newline and blanks: its length, or a negative errno. */
 int sysfs_read_at(int dir, const char *name, char *buf, size_t size);
+/* The same from a descriptor kept open (read_small_fd()). */
+int sysfs_read_fd(int fd, char *buf, size_t size);
 
 /* "123\n" → 123; anything else (sign, junk, overflow) → -EINVAL. For the files above. */
 int cpuidle_parse_u64(const char *text, uint64_t *ret);

@@ -92,15 +92,19 @@ int pwrite_all(int fd, const char *data, size_t len, size_t offset) {
         return 0;
 }
 
+ssize_t read_small_fd(int fd, char *buf, size_t size) {
+        ssize_t n = pread(fd, buf, size - 1, 0);
+        if (n < 0)
+                return -errno;
+        buf[n] = 0;
+        return n;
+}
+
 ssize_t read_small_at(int dir, const char *name, char *buf, size_t size) {
         int fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return -errno;
-        ssize_t n = read(fd, buf, size - 1);
-        int k = errno;
+        ssize_t n = read_small_fd(fd, buf, size);
         close(fd);
-        if (n < 0)
-                return -k;
-        buf[n] = 0;
         return n;
 }

@@ -16,5 +16,10 @@ int read_file_bounded(const char *path, size_t max, char **ret, size_t *ret_len)
  * length, or a negative errno. The one small-file reader of the tree. */
 ssize_t read_small_at(int dir, const char *name, char *buf, size_t size);
 
+/* The same from a descriptor kept open, read again from its start (a sysfs
+ * attribute shows its value anew at offset 0): its length, or a negative
+ * errno (-ENODEV: the attribute is gone). */
+ssize_t read_small_fd(int fd, char *buf, size_t size);
+
 /* All of data at offset of fd (a short write or EINTR is carried on); 0 or -errno. */
 int pwrite_all(int fd, const char *data, size_t len, size_t offset);

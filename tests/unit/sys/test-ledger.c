@@ -4,11 +4,15 @@
  * holder's row; no counter read when neither the holder nor the blocked set
  * changes; blocked entries counted (one spared at the start of a newly
  * blocked state); an offline CPU, a state that appears and a counter that
- * begins again lose nothing; rows bounded, the oldest inactive folded. */
+ * begins again lose nothing; rows bounded, the oldest inactive folded;
+ * counters kept open while blocked and opened anew when a state or the
+ * whole device goes or comes, or a counter stops parsing; no more kept than
+ * half the soft descriptor limit allows. */
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "sys/ledger.h"
 #include "unit.h"
@@ -218,6 +222,123 @@ START_TEST(test_rows_bounded) {
 }
 END_TEST
 
+/* cpuN/cpuidle/stateK removed (files and directory), or the whole cpuidle
+ * directory with k = -1: what the kernel's removal of a device looks like
+ * in a fake tree, where a kept descriptor still reads the old file. */
+static void remove_state(unsigned cpu, int k) {
+        char path[512];
+        if (k < 0)
+                snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu%u/cpuidle", dir, cpu);
+        else
+                snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu%u/cpuidle/state%d", dir, cpu, k);
+        unit_remove_dir(path);
+}
+
+START_TEST(test_kept_descriptors) {
+        Ledger l;
+        make_tree(&l);
+        LedgerHolder a = holder(LEDGER_REQUEST, 0, 1);
+        ledger_set(&l, 0, 0, &a, NULL, NULL);
+        ck_assert_uint_eq(l.n_fds, 1 + 2 * 3); /* the directory, usage and time of 3 states */
+        set_state(0, 0, 0, 3, 300);
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[0].cost.shallow_idle, 300);
+        /* Nothing blocked any more: nothing to sample, nothing kept. */
+        ledger_set(&l, 0, 100, &a, NULL, NULL);
+        ck_assert_uint_eq(l.n_fds, 0);
+        /* A CPU read once for its latencies with nothing blocked keeps nothing. */
+        ledger_set(&l, 1, 500, &a, NULL, NULL);
+        ck_assert(l.cpus[1].known);
+        ck_assert_uint_eq(l.n_fds, 0);
+        done(&l);
+}
+END_TEST
+
+START_TEST(test_state_removed_mid_interval) {
+        Ledger l;
+        make_tree(&l);
+        LedgerHolder a = holder(LEDGER_REQUEST, 0, 1);
+        ledger_set(&l, 0, 0, &a, NULL, NULL); /* C1 and C6 blocked */
+        set_state(0, 0, 0, 1, 100);
+        remove_state(0, 2); /* C6 goes, its descriptors still open */
+        now += 100;
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[0].last.n, 2);
+        ck_assert_uint_eq(l.cpus[0].blocked, 2);
+        ck_assert_uint_eq(l.cpus[0].cost.shallow_idle, 100);
+        ck_assert_uint_eq(l.n_fds, 1 + 2 * 2);
+        /* Read through the descriptors opened anew. */
+        set_state(0, 1, 2, 4, 150);
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[0].cost.blocked_entries, 4);
+        ck_assert_uint_eq(l.cpus[0].cost.shallow_idle, 250);
+        /* It comes back: counted whole, blocked as its latency says. */
+        set_state(0, 2, 100, 2, 50);
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[0].cost.shallow_idle, 300);
+        ck_assert_uint_eq(l.cpus[0].cost.blocked_entries, 6);
+        ck_assert_uint_eq(l.cpus[0].blocked, 6);
+        ck_assert_uint_eq(l.n_fds, 1 + 2 * 3);
+        done(&l);
+}
+END_TEST
+
+START_TEST(test_device_removed_and_back) {
+        Ledger l;
+        make_tree(&l);
+        LedgerHolder a = holder(LEDGER_REQUEST, 0, 1);
+        set_state(1, 0, 0, 9, 900);
+        ledger_set(&l, 1, 0, &a, NULL, NULL);
+        /* Offline, its cpuidle device removed: nothing read through the old descriptors. */
+        set_state(1, 0, 0, 10, 1000);
+        remove_state(1, -1);
+        now += 100;
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[1].cost.held, 0);
+        ck_assert_uint_eq(l.cpus[1].cost.shallow_idle, 0);
+        ck_assert_uint_eq(l.n_fds, 0);
+        /* Online with a new device: its counters began again at 0. */
+        set_state(1, 0, 0, 2, 40);
+        set_state(1, 1, 2, 0, 0);
+        set_state(1, 2, 100, 0, 0);
+        now += 100;
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[1].cost.held, 200);
+        ck_assert_uint_eq(l.cpus[1].cost.shallow_idle, 40);
+        ck_assert_uint_eq(l.n_fds, 1 + 2 * 3);
+        /* A counter that no longer parses ends the list there, as by path. */
+        unit_write_file(dir, "devices/system/cpu/cpu1/cpuidle/state1/usage", "junk\n");
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[1].last.n, 1);
+        ck_assert_uint_eq(l.n_fds, 1 + 2 * 1);
+        done(&l);
+}
+END_TEST
+
+START_TEST(test_descriptors_bounded) {
+        Ledger l;
+        make_tree(&l);
+        struct rlimit was, low;
+        ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &was), 0);
+        /* Half of 24 is room for one CPU's 7, not two. */
+        low = (struct rlimit){ .rlim_cur = 24, .rlim_max = was.rlim_max };
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+        LedgerHolder a = holder(LEDGER_REQUEST, 0, 1);
+        ledger_set(&l, 0, 0, &a, NULL, NULL);
+        ledger_set(&l, 1, 0, &a, NULL, NULL);
+        ck_assert_uint_eq(l.n_fds, 7);
+        ck_assert_int_lt(l.cpus[1].fds.dir, 0);
+        /* The CPU without room is read by path, as well. */
+        set_state(0, 0, 0, 1, 100);
+        set_state(1, 0, 0, 1, 200);
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[0].cost.shallow_idle, 100);
+        ck_assert_uint_eq(l.cpus[1].cost.shallow_idle, 200);
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &was), 0);
+        done(&l);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("ledger");
         TCase *tc = tcase_create("ledger");
@@ -226,6 +347,10 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_blocked_entries);
         tcase_add_test(tc, test_nothing_lost);
         tcase_add_test(tc, test_rows_bounded);
+        tcase_add_test(tc, test_kept_descriptors);
+        tcase_add_test(tc, test_state_removed_mid_interval);
+        tcase_add_test(tc, test_device_removed_and_back);
+        tcase_add_test(tc, test_descriptors_bounded);
         suite_add_tcase(s, tc);
         return s;
 }
