@@ -451,6 +451,9 @@ class TestServeForServices(StandinCase):
         # Listed, and in the ledger, as the opener's: pid, command line,
         # comm and unit; the server is only who asked (billed as its uid).
         self.assertEqual((req["pid"], req["exec"], req["uid"]), (service.pid, cmdline(service.pid), os.getuid()))
+        status = self.run_ctl("status").stdout
+        self.assertIn("Bound:    44 µs, set by request %d of uid %d pid %d `%s`"
+                      % (req["cookie"], os.getuid(), service.pid, cmdline(service.pid)), status)
         if self.kernel.real:
             # The ledger rows a holder that keeps a state out (haltpoll's
             # 1 µs one: 0 µs, briefly).
