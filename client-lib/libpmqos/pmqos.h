@@ -191,9 +191,9 @@ int pmqos_get_request_count(pmqos_client *c, uint32_t *ret_count);
 typedef struct pmqos_request_info {
         uint32_t cookie;
         int32_t value;
-        uint32_t uid;
-        uint32_t pid;
-        char *exec;
+        uint32_t uid; /* who asked (and whose limits it counts against) */
+        uint32_t pid; /* who asked; for bound_to "process", that process */
+        char *exec;   /* the command line of the process pid names */
         char *reason;
         char *sender;         /* unique bus name, "" when its owner left */
         int64_t created_usec; /* µs since the epoch */

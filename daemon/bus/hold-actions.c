@@ -42,13 +42,37 @@ static int know_and_authorize(Manager *m, sd_bus_message *message, const NewRequ
         return call_authorize(&m->calls, message, *ret, action ?: request_action(m, false, nr->timeout_usec), error);
 }
 
-/* 4. and 5.: h owns the new request; the reply carries the cookie (and peer_fd). */
+/* A process target's request is named after that process, not the
+ * caller: its pid and command line are what ListRequests, Explain, the
+ * ledger and a restart show (the caller's uid stays: it is billed and may
+ * cancel). Who asked goes to the audit trail. */
+static int name_after_target(Request *req, const Client *c, const Target *t, const char *exec, char **ret_asker) {
+        SharedString *s = shared_string_new(exec);
+        size_t n = strlen(request_exec(req)) + 32;
+        *ret_asker = malloc(n);
+        if (!s || !*ret_asker) {
+                shared_string_unref(s);
+                free(*ret_asker);
+                *ret_asker = NULL;
+                return -ENOMEM;
+        }
+        snprintf(*ret_asker, n, "pid %d (%s)", (int) c->pid, request_exec(req));
+        shared_string_unref(req->exec);
+        req->exec = s;
+        req->pid = t->pid;
+        return 0;
+}
+
+/* 4. and 5.: h owns the new request; the reply carries the cookie (and
+ * peer_fd). exec: the command line of a process target, else NULL. */
 static int add_held(Manager *m, sd_bus_message *message, const Client *c, const NewRequest *nr, Hold *h, char *target,
-                    const Target *t, int peer_fd, sd_bus_error *error) {
+                    const Target *t, const char *exec, int peer_fd, sd_bus_error *error) {
+        _cleanup_(freep) char *asker = NULL;
         ChangeSet changes;
 
         Request *req = new_request(m, c, nr);
-        if (!req) {
+        if (!req || (exec && name_after_target(req, c, t, exec, &asker) < 0)) {
+                request_free(req);
                 free(target);
                 hold_free(h);
                 return -ENOMEM;
@@ -60,7 +84,7 @@ static int add_held(Manager *m, sd_bus_message *message, const Client *c, const 
                 req->target_key = t->kind == TARGET_PROCESS ? t->start_time : t->cgroup_id;
         }
         uint32_t cookie = req->cookie;
-        int r = core_add(&m->core, req, &h->owner, &changes);
+        int r = core_add_for(&m->core, req, &h->owner, asker, &changes);
         if (r < 0) {
                 hold_free(h);
                 return kernel_refused(m, r, error);
@@ -86,23 +110,26 @@ int action_hold(Manager *m, sd_bus_message *message, const NewRequest *nr, sd_bu
                                ? sd_bus_error_set(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
                                                   "pmqosd cannot open another descriptor now; retry later.")
                                : r;
-        r = add_held(m, message, c, nr, h, NULL, NULL, peer_fd, error);
+        r = add_held(m, message, c, nr, h, NULL, NULL, NULL, peer_fd, error);
         close(peer_fd); /* the reply has its copy */
         return r;
 }
 
-/* "pid N (exec)": read by pid, then checked to be that process still. */
-static char *process_target(int pidfd, pid_t pid) {
+/* The command line of pid, read by pid, then checked to be that process
+ * still: "" when it is gone (the pid may be another's by now). */
+static char *process_exec(int pidfd, pid_t pid) {
         char *exec = process_command_line(pid);
-        if (!exec)
-                return NULL;
-        if (!target_alive(pidfd))
+        if (exec && !target_alive(pidfd))
                 exec[0] = 0;
+        return exec;
+}
+
+/* "pid N (exec)", or "pid N" without one. */
+static char *process_target(pid_t pid, const char *exec) {
         size_t n = strlen(exec) + 32;
         char *s = malloc(n);
         if (s)
                 snprintf(s, n, exec[0] ? "pid %d (%s)" : "pid %d", (int) pid, exec);
-        free(exec);
         return s;
 }
 
@@ -164,7 +191,10 @@ int action_request_for(Manager *m, sd_bus_message *message, const NewRequest *nr
         r = know_and_authorize(m, message, nr, action, &c, error);
         if (r <= 0)
                 return r < 0 ? r : 1;
-        char *name = t.kind == TARGET_PROCESS ? process_target(target, t.pid) : strdup(t.path);
+        _cleanup_(freep) char *exec = t.kind == TARGET_PROCESS ? process_exec(target, t.pid) : NULL;
+        if (t.kind == TARGET_PROCESS && !exec)
+                return -ENOMEM;
+        char *name = exec ? process_target(t.pid, exec) : strdup(t.path);
         if (!name)
                 return -ENOMEM;
         r = hold_target(m, &t, target, &h, error);
@@ -172,7 +202,7 @@ int action_request_for(Manager *m, sd_bus_message *message, const NewRequest *nr
                 free(name);
                 return r < 0 ? r : -EIO;
         }
-        return add_held(m, message, c, nr, h, name, &t, -1, error);
+        return add_held(m, message, c, nr, h, name, &t, exec, -1, error);
 }
 
 /* The descriptor of req's target, reopened after a restart, or negative. */
@@ -212,7 +242,8 @@ static Hold *rebind_one(Manager *m, Request *req) {
                 h = reopen_one(m, req);
         if (h && req->hold == HOLD_PROCESS) {
                 /* The record keeps the pid, not the listing's "pid N (exec)": named again either way. */
-                char *name = process_target(h->fd, req->target_pid);
+                _cleanup_(freep) char *exec = process_exec(h->fd, req->target_pid);
+                char *name = exec ? process_target(req->target_pid, exec) : NULL;
                 if (name) {
                         free(req->target);
                         req->target = name;

@@ -306,6 +306,10 @@ int core_undo(Core *c, const Before *b, int error, ChangeSet *changes) {
 /* ---- transactions ---- */
 
 int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes) {
+        return core_add_for(c, r, owner, NULL, changes);
+}
+
+int core_add_for(Core *c, Request *r, RequestOwner *owner, const char *asker, ChangeSet *changes) {
         assert(c && r && changes);
         Before b = core_before(c);
         int k = store_add(&c->store, r, owner);
@@ -326,7 +330,7 @@ int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes) {
                 runtime_format_add(&lines, r);
                 record(c, &lines, 1, 1);
         }
-        audit_request_added(r);
+        audit_request_added_for(r, asker);
         core_changed(c, &b, true, changes);
         return 0;
 }

@@ -125,6 +125,10 @@ static inline int32_t core_floor(const Core *c) {
  * freed (request_free(), or store_remove() after a refused write), so the
  * caller must not touch it again. */
 int core_add(Core *c, Request *r, RequestOwner *owner, ChangeSet *changes);
+/* The same for a request made on behalf of another process (RequestFor()
+ * on a pidfd): r is named after that process, and asker ("pid N (exec)" of
+ * the caller) goes to the audit trail, which alone keeps who asked. */
+int core_add_for(Core *c, Request *r, RequestOwner *owner, const char *asker, ChangeSet *changes);
 /* by_uid: who asks, for the audit trail (audit.h), which every transaction
  * writes to once it succeeded. */
 int core_update(Core *c, Request *r, int32_t value, uid_t by_uid, ChangeSet *changes);

@@ -162,6 +162,10 @@ static void add_who(TextBuffer *l, const Request *r) {
 }
 
 void audit_request_added(const Request *r) {
+        audit_request_added_for(r, NULL);
+}
+
+void audit_request_added_for(const Request *r, const char *asker) {
         unsigned long suppressed;
         if (!take_user_token(r->uid, &suppressed))
                 return; /* before any formatting: a flood costs next to nothing */
@@ -181,6 +185,10 @@ void audit_request_added(const Request *r) {
         if (r->target) { /* cleaned where it was read (sys/target.c) */
                 text_append(&msg, ", bound to ");
                 text_append(&msg, r->target);
+        }
+        if (asker) { /* cleaned where it was read (bus/client.c) */
+                text_append(&msg, ", asked by ");
+                text_append(&msg, asker);
         }
         /* The caller's words: no newline or escape sequence reaches the log
          * line (the journal's REASON= field keeps them as they are). */

@@ -41,6 +41,9 @@ typedef enum AuditEnd {
 
 /* A request was added (by its owner: the request's uid, pid, exec). */
 void audit_request_added(const Request *r);
+/* The same, made by asker ("pid N (exec)", or NULL: r's own) on behalf of
+ * the process r is named after (RequestFor() on a pidfd). */
+void audit_request_added_for(const Request *r, const char *asker);
 /* Its value went from old to r->value; by_uid asked. */
 void audit_request_changed(const Request *r, int32_t old, uid_t by_uid);
 /* It ended, with value (what it had asked for), before it is freed; by_uid

@@ -300,6 +300,8 @@ class TestRequestFor(HeldTestCase):
         entry = requests_by_cookie(c)[cookie]
         self.assertEqual(entry["bound_to"], "process")
         self.assertEqual(entry["target"], "pid %d (sleep 600)" % p.pid)
+        # Named after its process; billed to the caller's uid.
+        self.assertEqual((entry["pid"], entry["exec"], entry["uid"]), (p.pid, "sleep 600", os.getuid()))
         self.assertKernelAtMost(self.value())
         c.close()  # the caller's connection does not matter
         p.kill()
@@ -310,6 +312,7 @@ class TestRequestFor(HeldTestCase):
         log = self.daemon.output()
         self.assertIn("New request %d of uid 0" % cookie, log)
         self.assertIn(", bound to pid %d (sleep 600)" % p.pid, log)
+        self.assertIn(", asked by pid %d (" % os.getpid(), log)  # who asked: kept by the audit trail
         self.assertNotIn("its owner left the bus", log)
 
     def test_exited_process_refused(self):
@@ -488,6 +491,7 @@ class TestRestartWithoutStore(HeldTestCase):
         listed = requests_by_cookie(w)
         self.assertEqual(listed[by_process]["bound_to"], "process")
         self.assertEqual(listed[by_process]["target"], "pid %d (sleep 600)" % p.pid)
+        self.assertEqual((listed[by_process]["pid"], listed[by_process]["exec"]), (p.pid, "sleep 600"))
         self.assertNotIn(by_fd, listed)  # its pipe went with the previous run
         os.close(fd)
         if by_cgroup:

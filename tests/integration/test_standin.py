@@ -6,6 +6,7 @@ under PMQOS_TEST_STANDIN=1: the command only ever opens the stand-in)."""
 
 import glob
 import os
+import re
 import shutil
 import signal
 import struct
@@ -21,6 +22,12 @@ from fixtures import NOBODY, PMQOSCTL, TIME_SCALE, BrokerTestCase, main, skip_no
 PROBE = os.environ.get("PMQOS_STANDIN_PROBE", "pmqos-standin-probe")
 IGNORING_DEVICE = os.environ.get("PMQOS_IGNORING_DEVICE")
 CYCLICTEST = shutil.which("cyclictest")
+
+
+def cmdline(pid):
+    """/proc/PID/cmdline as pmqosd lists it: arguments joined by spaces."""
+    with open("/proc/%d/cmdline" % pid) as f:
+        return f.read().replace("\0", " ").strip()
 
 
 class Probe:
@@ -182,6 +189,19 @@ class TestKernelSemantics(StandinCase):
         p.ok("close 1")
         self.wait_values([40], "only the closed open's request gone")
         self.assertEqual(self.kernel.read(), 40)
+
+    def test_listed_as_the_opener_not_the_server(self):
+        p = Probe(self)
+        pid = p.ok("pid")
+        p.ok("open 0")
+        p.ok("bin 0 46")
+        [req] = self.requests()
+        exec_ = cmdline(pid)
+        self.assertNotEqual(pid, p.proc.pid)  # the server, which asked
+        self.assertEqual((req["pid"], req["exec"], req["target"]), (pid, exec_, "pid %d (%s)" % (pid, exec_)))
+        # pmqosctl list's PID and COMMAND columns: the opener's.
+        out = self.run_ctl("list", "--full", "--no-legend").stdout
+        self.assertRegex(out, r"(?m)^%d .* %d +\d\d:\d\d:\d\d .* %s$" % (req["cookie"], pid, re.escape(exec_)))
 
     def test_dup_and_fork_share(self):
         p = Probe(self)
@@ -428,6 +448,26 @@ class TestServeForServices(StandinCase):
             comm = f.read().strip()
         self.assertEqual(req["reason"], "svc (%s, pid %d%s)" % (comm, service.pid, ", " + unit if root else ""))
         self.assertEqual(self.kernel.read(), 44)
+        # Listed, and in the ledger, as the opener's: pid, command line,
+        # comm and unit; the server is only who asked (billed as its uid).
+        self.assertEqual((req["pid"], req["exec"], req["uid"]), (service.pid, cmdline(service.pid), os.getuid()))
+        status = self.run_ctl("status").stdout
+        self.assertIn("Bound:    44 µs, set by request %d of uid %d pid %d `%s`"
+                      % (req["cookie"], os.getuid(), service.pid, cmdline(service.pid)), status)
+        if self.kernel.real:
+            # The ledger rows a holder that keeps a state out (haltpoll's
+            # 1 µs one: 0 µs, briefly).
+            p.ok("bin 0 0")
+
+            def row():
+                return [r for r in self.bus_client.call("Ledger", None, iface=NATIVE_IFACE)[0]
+                        if r["cookie"] == req["cookie"]]
+            [row] = self.assert_eventually(row, what="the opener's ledger row")
+            p.ok("bin 0 44")
+            self.assertEqual((row["kind"], row["comm"], row["unit"], row["uid"]),
+                             ("request", comm, unit if root else "", os.getuid()))
+        else:
+            skip_notice("the opener's ledger row", "the device is a stand-in file, with no cpuidle behind it")
         self.assertEqual(p.close(), 0)
         self.wait_values([], "the service's request ended with it")
         server.terminate()

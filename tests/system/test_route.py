@@ -3,12 +3,16 @@
 pmqos-standin.service: a service that opens /dev/cpu_dma_latency itself and
 writes 57 gets the stand-in at its next start (systemd reloaded by route:
 the drop-in is among its DropInPaths), the kernel holds its value, and its
-request is listed bound to its process, named after its comm, pid and unit;
+request is listed bound to its process, named after it (pid, command
+line, and its comm and unit in the reason), not the stand-in server;
 stopping it ends the request and the stand-in service (StopWhenUnneeded);
 unroute removes the drop-in and reloads. Two routed units at once: each
-its own request; the stand-in stays while one is left."""
+its own request; the stand-in stays while one is left. A restart of pmqosd
+keeps the routed request (same cookie, process and name, the kernel at its
+value) and the service's stop still ends it."""
 
 import os
+import re
 import unittest
 
 from container import SystemTestCase, kernel, wait_for
@@ -44,6 +48,39 @@ class TestRoute(SystemTestCase):
     def drop_ins(self, unit=UNIT):
         return self.c.sh("systemctl show -P DropInPaths %s" % unit, check=True).stdout.split()
 
+    def listed_pid(self, cookie):
+        """The PID column of pmqosctl list for cookie (None: not listed)."""
+        for line in self.c.sh("pmqosctl list --full --no-legend", check=True).stdout.splitlines():
+            cells = line.split()
+            if cells and cells[0] == str(cookie):
+                return int(re.search(r" (\d+) +\d\d:\d\d", line).group(1))
+        return None
+
+    def test_pmqosd_restart_keeps_the_routed_request(self):
+        self.start()
+        self.c.sh("pmqosctl route %s" % UNIT, check=True)
+        self.start_units(UNIT)
+        pid = int(self.c.sh("systemctl show -P MainPID %s" % UNIT).stdout.strip() or 0)
+        wait_for(lambda: kernel() == 57, what="the routed service's value at the kernel")
+
+        def mine():
+            return [(r["cookie"], r["value"], r["pid"], r["exec"], r["bound_to"], r["target"])
+                    for r in self.requests() if r["pid"] == pid]
+        before = mine()
+        self.assertEqual(len(before), 1, self.requests())
+        old = self.main_pid()
+        self.c.sh("systemctl restart pmqosd", check=True)
+        self.assertNotEqual(self.main_pid(), old)
+        # The same request, re-bound to the same process, named after it; the kernel kept its value.
+        self.assertEqual(mine(), before, self.journal())
+        self.assertEqual(kernel(), 57)
+        self.assertEqual(self.listed_pid(before[0][0]), pid)
+        self.assertEqual(self.c.sh("systemctl is-active pmqos-standin").stdout.strip(), "active")
+        # Its end still comes with the service's.
+        self.c.sh("systemctl stop %s" % UNIT, check=True)
+        wait_for(lambda: kernel() == self.baseline, what="the bound to go with the service after the restart")
+        self.assertEqual(mine(), [])
+
     def test_two_routed_units(self):
         self.start()
         self.c.sh("pmqosctl route %s && pmqosctl route %s" % (UNIT, OTHER), check=True)
@@ -77,8 +114,11 @@ class TestRoute(SystemTestCase):
         r = mine[0]
         self.assertEqual((r["value"], r["bound_to"], r["reason"]),
                          (57, "process", "stand-in /dev/cpu_dma_latency of python3 (pid %d, %s)" % (pid, UNIT)))
-        # pmqosctl's listing: the opener in LIFETIME and REASON (cut to its
-        # column there; whole in --json); PID and COMMAND are the server's.
+        # Named after the opener, not the stand-in server: pid and command
+        # line (pmqosctl list's PID and COMMAND), LIFETIME and REASON.
+        self.assertEqual(r["pid"], pid)
+        self.assertTrue(r["exec"].startswith("/usr/bin/python3 -c "), r["exec"])
+        self.assertEqual(self.listed_pid(r["cookie"]), pid)
         listing = self.c.sh("pmqosctl list", check=True).stdout
         self.assertIn("pid %d (/usr/bin/python3" % pid, listing)
         self.assertIn("(pid %d, %s)" % (pid, UNIT), self.c.sh("pmqosctl list --json", check=True).stdout)
