@@ -39,7 +39,6 @@ FORCE_LATENCY = "cstate.id_no_zero:1|3"
 # What latency-performance and optimize-serial-console set: the host's stay as they were.
 HOST_SYSCTLS = ("vm/dirty_ratio", "vm/dirty_background_ratio", "vm/swappiness", "kernel/printk")
 TUNED_CMDLINE = "/usr/bin/python3 -Es /usr/sbin/tuned -l -P"  # tuned.service's ExecStart=, through its #!
-STANDIN_EXEC = "/usr/bin/pmqosctl --no-ask-password run --serve /run/pmqos-standin"
 RESUME_US = 75
 RESUME_PROFILE = ("[main]\nsummary=pmqos test: a per-CPU resume latency on cpu%d\n\n"
                   "[cpu]\ndevices=cpu%d\npm_qos_resume_latency_us=%d\n")
@@ -172,11 +171,9 @@ class TestTunedRouted(TunedTestCase):
         self.assertEqual((r["value"], r["bound_to"], r["reason"]),
                          (want, "process", "stand-in /dev/cpu_dma_latency of tuned (pid %d, %s)" % (pid, UNIT)))
         self.assertEqual(r["target"], "pid %d (%s)" % (pid, TUNED_CMDLINE))
-        # Who asked: the stand-in's server, or (branch opener: pmqosd names a
-        # RequestFor(pidfd) after its process) TuneD itself. OPENER: once
-        # that is merged, only the second pair holds: narrow this to it.
-        standin = int(self.c.sh("systemctl show -P MainPID pmqos-standin").stdout.strip() or 0)
-        self.assertIn((r["pid"], r["exec"]), [(standin, STANDIN_EXEC), (pid, TUNED_CMDLINE)], r)
+        # Named after TuneD, the process that opened the device, not the
+        # stand-in's server (pmqosd names a RequestFor(pidfd) after its process).
+        self.assertEqual((r["pid"], r["exec"]), (pid, TUNED_CMDLINE), r)
         self.assertNotEqual(server, r["pid"])
         listing = self.c.sh("pmqosctl list", check=True).stdout
         self.assertIn("pid %d (/usr/bin/python3" % pid, listing)
