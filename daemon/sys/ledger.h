@@ -15,8 +15,11 @@
  * number of states changes. A CPU that goes offline keeps its interval
  * open (nothing read, nothing lost); a counter found lower than before (the
  * CPU's cpuidle device registered anew) counts from 0; a state that
- * appeared counts whole. Holder rows are bounded: past LEDGER_ROWS_MAX the
- * oldest inactive row is folded into one row of kind "other". */
+ * appeared counts whole. Holder rows are bounded: a uid with
+ * LEDGER_ROWS_PER_UID rows folds its own oldest inactive one into its own
+ * row of kind "other" (its uid kept) before it gets another, so that one
+ * user cannot push out another's; past LEDGER_ROWS_MAX in all, the oldest
+ * inactive row is folded into one row of kind "other" of uid unknown. */
 #pragma once
 
 #include <stdbool.h>
@@ -25,8 +28,9 @@
 #include "util/cpuidle.h"
 
 #define LEDGER_ROWS_MAX 64u
-#define LEDGER_COMM_MAX 16u  /* the kernel's TASK_COMM_LEN, with the terminator */
-#define LEDGER_UNIT_MAX 128u /* a systemd unit name, cut */
+#define LEDGER_ROWS_PER_UID 16u /* a quarter: four users fill the table */
+#define LEDGER_COMM_MAX 16u     /* the kernel's TASK_COMM_LEN, with the terminator */
+#define LEDGER_UNIT_MAX 128u    /* a systemd unit name, cut */
 #define LEDGER_UID_UNKNOWN UINT32_MAX
 
 typedef enum LedgerKind {
