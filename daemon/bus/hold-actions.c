@@ -42,6 +42,20 @@ static int know_and_authorize(Manager *m, sd_bus_message *message, const NewRequ
         return call_authorize(&m->calls, message, *ret, action ?: request_action(m, false, nr->timeout_usec), error);
 }
 
+/* A process target's request is named in the ledger after that process:
+ * its comm and unit, read now, kept only if its pidfd says the pid was
+ * still that process's. */
+static int name_after_process(Request *req, int pidfd, pid_t pid) {
+        Origin *o = process_origin(pid);
+        if (!o)
+                return -ENOMEM;
+        if (!target_alive(pidfd))
+                o->comm[0] = o->unit[0] = 0;
+        origin_unref(req->origin);
+        req->origin = o;
+        return 0;
+}
+
 /* 4. and 5.: h owns the new request; the reply carries the cookie (and peer_fd). */
 static int add_held(Manager *m, sd_bus_message *message, const Client *c, const NewRequest *nr, Hold *h, char *target,
                     const Target *t, int peer_fd, sd_bus_error *error) {
@@ -58,6 +72,11 @@ static int add_held(Manager *m, sd_bus_message *message, const Client *c, const 
         if (t) {
                 req->target_pid = t->pid;
                 req->target_key = t->kind == TARGET_PROCESS ? t->start_time : t->cgroup_id;
+        }
+        if (t && t->kind == TARGET_PROCESS && name_after_process(req, h->fd, t->pid) < 0) {
+                request_free(req);
+                hold_free(h);
+                return -ENOMEM;
         }
         uint32_t cookie = req->cookie;
         int r = core_add(&m->core, req, &h->owner, &changes);

@@ -14,6 +14,7 @@ between the kernel's growth over the inner and over the outer of those
 reads — no tolerance beyond that (the kernel updates a CPU's `time` when it
 leaves a state, before pmqosd can read it)."""
 
+import ctypes
 import json
 import os
 import subprocess
@@ -36,6 +37,13 @@ os.write(fd, struct.pack("=i", int(sys.argv[1])))
 print("holding", flush=True)
 sys.stdin.read()
 """
+
+
+def set_comm(name):
+    """This process's /proc/self/comm (PR_SET_NAME): what a pid's next owner would show."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(15, ctypes.c_char_p(name.encode()), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NAME)")
 
 
 def online_cpus():
@@ -213,6 +221,46 @@ class TestLedger(LedgerTestCase):
         c.call("Cancel", "u", cookie, iface=NATIVE_IFACE)
         out = subprocess.run([PMQOSCTL, "status"], env=self.bus.env, capture_output=True, text=True, check=True).stdout
         self.assertIn("\nCost:     no bound keeps a CPU out of a C-state now\n", out)
+
+    def test_named_as_it_was_when_it_asked(self):
+        """A request that comes to bind a CPU after it was made (behind
+        another, timed, persistent) is named by the comm its process had
+        when it asked: by the time it binds, the pid may be another's (a
+        timed request outlives its caller; the reviewer's pid reuse had an
+        attacker's row named "sshd", unit "victim.service"). The process
+        renames itself here: what reading /proc then would show."""
+        own = read("/proc/self/comm")
+        first = self.client()
+        cookie = self.request(first, 0)
+        try:
+            set_comm("ledger-asker")
+            c = self.client()
+            later = self.request(c, 0)  # behind the first: of equal values the older binds
+            set_comm("sshd")
+            first.call("Cancel", "u", cookie, iface=NATIVE_IFACE)
+            rows = {r["cookie"]: r for r in self.ledger(first)}
+            self.assertEqual((rows[later]["comm"], rows[later]["active"]), ("ledger-asker", True))
+            self.assertEqual(rows[cookie]["comm"], own)
+        finally:
+            set_comm(own)
+
+    def test_named_as_it_was_across_a_restart(self):
+        """A persistent request keeps the comm it was made with across a
+        restart (the state file records it), not what its pid shows then."""
+        own = read("/proc/self/comm")
+        try:
+            set_comm("ledger-asker")
+            c = self.client()
+            o = {"persistent": GLib.Variant("b", True)}
+            cookie = c.call("Request", "sia{sv}", "cpu_dma", 0, o, iface=NATIVE_IFACE)[0]
+            set_comm("sshd")
+            self.start_daemon(state_dir=self.state_dir)
+            c = self.client()
+            rows = {r["cookie"]: r for r in self.ledger(c)}
+            self.assertEqual((rows[cookie]["comm"], rows[cookie]["active"]), ("ledger-asker", True))
+            c.call("Cancel", "u", cookie, iface=NATIVE_IFACE)
+        finally:
+            set_comm(own)
 
     def test_a_process_holding_the_device_is_external(self):
         c = self.client()
