@@ -206,21 +206,38 @@ class TestLedger(LedgerTestCase):
             self.assertGreaterEqual(r["held"], len(self.cpus) * PAUSE / 2 * 1e6, r["comm"])
 
     def test_status_says_what_the_binding_request_costs(self):
+        """The Cost line says what Ledger() has: the holder's total (its
+        uid, program and unit; every request of it since pmqosd started),
+        not the binding request's own; --json carries the same keys."""
         c = self.client()
-        cookie = self.request(c, 0)
+        earlier = self.request(c, 0)
         time.sleep(PAUSE / 4)
+        c.call("Cancel", "u", earlier, iface=NATIVE_IFACE)
+        cookie = self.request(c, 0)  # the same program: the same row, now with this cookie
         out = subprocess.run([PMQOSCTL, "status"], env=self.bus.env, capture_output=True, text=True, check=True).stdout
-        self.assertRegex(out, r"\nCost:     request %d of uid %d \(%s\) keeps CPUs out of haltpoll idle: .* of idle time "
-                              r"spent shallow over .* held \(summed over CPUs, since pmqosd started\); verified: the "
-                              r"kernel entered no blocked state\n" % (cookie, os.getuid(), read("/proc/self/comm")))
+        self.assertRegex(out, r"\nCost:     request %d of uid %d \(%s\) binds now; its holder's total since pmqosd "
+                              r"started \(every request of that uid, program and unit, summed over CPUs\): .* of idle "
+                              r"time spent shallow over .* held; the kernel entered no blocked state in all that "
+                              r"time\n          kept out now, on some CPU: haltpoll idle\n"
+                         % (cookie, os.getuid(), read("/proc/self/comm")))
         e = json.loads(subprocess.run([PMQOSCTL, "status", "--json"], env=self.bus.env, capture_output=True,
                                       text=True, check=True).stdout)
         for cpu in e["cpus"]:
             self.assertEqual((cpu["blocked_entries"], cpu["verified"]), (0, True))
             self.assertIsInstance(cpu["shallow_idle"], int)
+        self.assertEqual(e["cost"]["blocked_cstates"], ["haltpoll idle"])
+        [h] = e["cost"]["holders"]
+        self.assertEqual((h["kind"], h["uid"], h["comm"], h["cookie"], h["blocked_entries"]),
+                         ("request", os.getuid(), read("/proc/self/comm"), cookie, 0))
+        # Both requests' time: more than the second's alone has had.
+        self.assertGreaterEqual(h["held"], len(self.cpus) * PAUSE / 4 * 1e6)
+        self.assertGreaterEqual(h["shallow_idle"], 0)
         c.call("Cancel", "u", cookie, iface=NATIVE_IFACE)
         out = subprocess.run([PMQOSCTL, "status"], env=self.bus.env, capture_output=True, text=True, check=True).stdout
         self.assertIn("\nCost:     no bound keeps a CPU out of a C-state now\n", out)
+        e = json.loads(subprocess.run([PMQOSCTL, "status", "--json"], env=self.bus.env, capture_output=True,
+                                      text=True, check=True).stdout)
+        self.assertEqual(e["cost"], {"blocked_cstates": [], "holders": []})
 
     def test_named_as_it_was_when_it_asked(self):
         """A request that comes to bind a CPU after it was made (behind
