@@ -82,7 +82,8 @@ bool has_cpu_bounds(const pmqos_explanation *e, bool of_requests);
 void print_cpu_bounds(const pmqos_explanation *e, const pmqos_request_info *reqs, size_t n_reqs);
 int status_check(const pmqos_explanation *e);
 /* status --json (pmqosctl-status-json.c). */
-void print_explanation_json(const pmqos_explanation *e);
+/* c: the broker, for the Cost line's keys ("cost"); NULL: without them. */
+void print_explanation_json(const pmqos_explanation *e, pmqos_client *c);
 /* pmqosctl-cost.c: the cost of the bounds in force ("Cost:" lines of
  * status, from Ledger()), and cpus[i]'s figures of it as JSON keys. */
 void print_cost(pmqos_client *c, const pmqos_explanation *e);
@@ -90,6 +91,7 @@ void json_cpu_cost(const pmqos_explanation *e, size_t i);
 /* pmqosctl-writers.c: who wrote the CPUs' knobs, when it was not pmqosd
  * (Explain() asked again only when e is folded and a file may have one). */
 void print_writers(pmqos_client *c, const pmqos_explanation *e);
+void json_cost(pmqos_client *c, const pmqos_explanation *e);
 
 int verb_status(int argc, char *argv[]);
 int verb_metrics(int argc, char *argv[]);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* What pmqosctl status says of the cost of the bounds in force: the
- * holders binding now (Ledger()), the C-states they keep CPUs out of, the
- * idle time spent shallow meanwhile, and whether the kernel obeyed; and
- * Explain()'s per-CPU figures of it in --json. */
+ * holders binding now and their totals (Ledger(): per holder, since pmqosd
+ * started), the C-states kept out now, and whether the kernel obeyed; and
+ * in --json those figures and Explain()'s per-CPU ones. */
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,9 +28,9 @@ static void print_seconds(uint64_t usec) {
                 printf("%" PRIu64 " ms", usec / 1000u);
 }
 
-/* The C-states no CPU may enter now, by name, once each. */
-static void print_blocked(const pmqos_explanation *e) {
-        const char *seen[64];
+/* The C-states some CPU may not enter now, by name, once each: at most
+ * max of them in seen (pointers into e). */
+static size_t blocked_names(const pmqos_explanation *e, const char **seen, size_t max) {
         size_t n = 0;
         for (size_t g = 0; g < e->n_cpu_groups + e->n_cpus; g++) {
                 const pmqos_cstate_info *st =
@@ -40,15 +40,11 @@ static void print_blocked(const pmqos_explanation *e) {
                         bool known = st[k].allowed;
                         for (size_t i = 0; i < n && !known; i++)
                                 known = strcmp(seen[i], st[k].name) == 0;
-                        if (!known && n < 64)
+                        if (!known && n < max)
                                 seen[n++] = st[k].name;
                 }
         }
-        for (size_t i = 0; i < n; i++) {
-                char *t = term_text(seen[i]);
-                printf("%s%s", i ? ", " : "", t ?: "?");
-                free(t);
-        }
+        return n;
 }
 
 static void print_holder(const pmqos_ledger_row *row) {
@@ -65,6 +61,9 @@ static void print_holder(const pmqos_ledger_row *row) {
         free(unit);
 }
 
+/* What Ledger() has: one row per holder (kind, uid, comm, unit), its
+ * figures summed over every request of it and every CPU since pmqosd
+ * started; said as such, not as the binding request's own. */
 void print_cost(pmqos_client *c, const pmqos_explanation *e) {
         pmqos_ledger_row *rows;
         size_t n, active = 0;
@@ -75,20 +74,63 @@ void print_cost(pmqos_client *c, const pmqos_explanation *e) {
                         continue;
                 printf(active++ ? "          " : "\nCost:     ");
                 print_holder(&rows[i]);
-                printf(" keeps CPUs out of ");
-                print_blocked(e);
-                printf(": ");
+                printf(" binds now; its holder's total since pmqosd started (every request of that uid, program "
+                       "and unit, summed over CPUs): ");
                 print_seconds(rows[i].shallow_idle_usec);
                 printf(" of idle time spent shallow over ");
                 print_seconds(rows[i].held_usec);
-                printf(" held (summed over CPUs, since pmqosd started); ");
+                printf(" held; ");
                 if (rows[i].blocked_entries == 0)
-                        printf("verified: the kernel entered no blocked state\n");
+                        printf("the kernel entered no blocked state in all that time\n");
                 else
-                        printf("NOT obeyed: the kernel entered blocked states %" PRIu64 " times\n",
+                        printf("NOT obeyed: the kernel entered blocked states %" PRIu64 " times in all that time\n",
                                rows[i].blocked_entries);
         }
+        const char *names[64];
+        size_t n_names = blocked_names(e, names, 64);
         if (active == 0)
                 printf("\nCost:     no bound keeps a CPU out of a C-state now\n");
+        else if (n_names > 0) {
+                printf("          kept out now, on some CPU: ");
+                for (size_t i = 0; i < n_names; i++) {
+                        char *t = term_text(names[i]);
+                        printf("%s%s", i ? ", " : "", t ?: "?");
+                        free(t);
+                }
+                printf("\n");
+        }
+        pmqos_ledger_free(rows, n);
+}
+
+/* The Cost line's figures in status --json: ", \"cost\": {…}" (nothing
+ * from a pmqosd without the ledger). */
+void json_cost(pmqos_client *c, const pmqos_explanation *e) {
+        pmqos_ledger_row *rows;
+        size_t n;
+        if (pmqos_ledger(c, &rows, &n) < 0)
+                return;
+        const char *names[64];
+        size_t n_names = blocked_names(e, names, 64);
+        printf(", \"cost\": {\"blocked_cstates\": [");
+        for (size_t i = 0; i < n_names; i++) {
+                printf("%s", i ? ", " : "");
+                json_string(names[i]);
+        }
+        printf("], \"holders\": [");
+        for (size_t i = 0, k = 0; i < n; i++) {
+                const pmqos_ledger_row *r = &rows[i];
+                if (!r->active)
+                        continue;
+                printf("%s{\"kind\": ", k++ ? ", " : "");
+                json_string(r->kind);
+                printf(", \"uid\": %" PRIu32 ", \"comm\": ", r->uid);
+                json_string(r->comm);
+                printf(", \"unit\": ");
+                json_string(r->unit);
+                printf(", \"cookie\": %" PRIu32 ", \"held\": %" PRIu64 ", \"shallow_idle\": %" PRIu64
+                       ", \"blocked_entries\": %" PRIu64 "}",
+                       r->cookie, r->held_usec, r->shallow_idle_usec, r->blocked_entries);
+        }
+        printf("]}");
         pmqos_ledger_free(rows, n);
 }

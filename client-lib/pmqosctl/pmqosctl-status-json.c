@@ -33,7 +33,7 @@ static void json_writer(const char *key, const pmqos_writer_info *w) {
         printf("}");
 }
 
-void print_explanation_json(const pmqos_explanation *e) {
+void print_explanation_json(const pmqos_explanation *e, pmqos_client *c) {
         printf("{\"effective\": %" PRIi32 ", \"kernel\": %" PRIi32 ", \"floor\": %" PRIi32
                ", \"wakeup_effective\": %" PRIi32 ", \"wakeup_kernel\": %" PRIi32 ", \"bound_by\": ",
                json_usec(e->effective), json_usec(e->kernel), json_usec(e->floor), json_usec(e->wakeup_effective),
@@ -98,5 +98,8 @@ void print_explanation_json(const pmqos_explanation *e) {
                         printf("%s%" PRIu32, k ? ", " : "", rule->cpus[k]);
                 printf("]}");
         }
-        printf("], \"rules_followed\": %s}\n", json_bool(e->rules_followed));
+        printf("], \"rules_followed\": %s", json_bool(e->rules_followed));
+        if (c)
+                json_cost(c, e);
+        printf("}\n");
 }

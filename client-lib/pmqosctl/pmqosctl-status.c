@@ -412,7 +412,7 @@ int verb_status(int argc, char *argv[]) {
                 if (check)
                         r = status_check(v.e);
                 else if (json)
-                        print_explanation_json(v.e);
+                        print_explanation_json(v.e, client);
                 else {
                         print_status(&v, NULL, 0);
                         print_cost(client, v.e);

@@ -59,6 +59,7 @@ Request *new_request(Manager *m, const Client *c, const NewRequest *nr) {
         req->created_usec = now_realtime_usec();
         req->expires_usec = nr->timeout_usec > 0 ? req->created_usec + (int64_t) nr->timeout_usec : 0;
         req->exec = shared_string_ref(c->exec);
+        req->origin = origin_ref(c->origin);
         if ((nr->reason && nr->reason[0] && !(req->reason = strdup(nr->reason))) ||
             request_set_cpus(req, nr->cpus, nr->n_cpus) < 0)
                 return request_free(req);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/cpuidle.h"
 #include "util/log.h"
 #include "util/text.h"
 
@@ -44,6 +45,51 @@ char *process_command_line(pid_t pid) {
         return text_clean(buf, (size_t) n, PMQOS_EXEC_MAX);
 }
 
+/* The last ".service" or ".scope" component of a control group path. */
+static void unit_of_cgroup(const char *path, char *unit, size_t size) {
+        const char *best = NULL;
+        size_t best_len = 0;
+        for (const char *p = path; *p;) {
+                const char *end = strchr(p, '/');
+                size_t len = end ? (size_t) (end - p) : strlen(p);
+                if ((len > 8 && memcmp(p + len - 8, ".service", 8) == 0) ||
+                    (len > 6 && memcmp(p + len - 6, ".scope", 6) == 0)) {
+                        best = p;
+                        best_len = len;
+                }
+                p += len + (end ? 1 : 0);
+        }
+        if (best)
+                snprintf(unit, size, "%.*s", (int) (best_len < size ? best_len : size - 1), best);
+}
+
+/* What reaches the bus and Prometheus labels: printable ASCII only. */
+static void printable(char *s) {
+        for (; *s; s++)
+                if ((unsigned char) *s < 0x20 || (unsigned char) *s >= 0x7f)
+                        *s = '?';
+}
+
+Origin *process_origin(pid_t pid) {
+        char path[64], buf[4096], comm[PMQOS_COMM_MAX] = "", unit[PMQOS_UNIT_MAX] = "";
+        snprintf(path, sizeof(path), "/proc/%d/comm", (int) pid);
+        if (pid > 0 && sysfs_read_at(AT_FDCWD, path, buf, sizeof(buf)) > 0)
+                snprintf(comm, sizeof(comm), "%.15s", buf);
+        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int) pid);
+        if (pid > 0 && sysfs_read_at(AT_FDCWD, path, buf, sizeof(buf)) > 0) {
+                char *v2 = strstr(buf, "0::");
+                if (v2) {
+                        char *nl = strchr(v2, '\n');
+                        if (nl)
+                                *nl = 0;
+                        unit_of_cgroup(v2 + 3, unit, sizeof(unit));
+                }
+        }
+        printable(comm);
+        printable(unit);
+        return origin_new(comm, unit);
+}
+
 static SharedString *read_cmdline(pid_t pid) {
         char *clean = process_command_line(pid);
         if (!clean)
@@ -65,6 +111,7 @@ Client *client_unref(Client *c) {
 
         sd_bus_slot_unref(c->creds_slot);
         shared_string_unref(c->exec);
+        origin_unref(c->origin);
         free(c);
         return NULL;
 }
@@ -321,7 +368,8 @@ static int on_credentials(sd_bus_message *reply, void *userdata, sd_bus_error *e
         c->uid = uid;
         c->pid = (pid_t) pid;
         c->exec = read_cmdline(c->pid);
-        if (!c->exec) {
+        c->origin = process_origin(c->pid);
+        if (!c->exec || !c->origin) {
                 client_vanished(c);
                 return 0;
         }

@@ -43,6 +43,7 @@ struct Client {
         uid_t uid;
         pid_t pid;
         SharedString *exec; /* cleaned command line */
+        Origin *origin;     /* its comm and unit, read with exec */
         sd_bus_slot *creds_slot;
         RequestOwner owner;
         ClientWaiter *waiters_head, *waiters_tail;
@@ -92,6 +93,10 @@ int client_get(Clients *cs, const char *name, Client **ret);
 /* /proc/PID/cmdline, arguments joined by spaces, cleaned (text.h) and cut at
  * PMQOS_EXEC_MAX bytes; "" when it cannot be read. NULL only when out of memory. */
 char *process_command_line(pid_t pid);
+/* pid's comm and systemd unit as they are now ("" where unreadable):
+ * checked by the caller to be still that process where that matters.
+ * NULL only when out of memory. */
+Origin *process_origin(pid_t pid);
 Client *client_ref(Client *c);
 Client *client_unref(Client *c);
 

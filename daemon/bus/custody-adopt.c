@@ -56,10 +56,11 @@ static Request *adopted_request(Manager *m, const ForeignWrite *fw, const Target
         req->pid = (pid_t) fw->writer.pid;
         req->created_usec = now_realtime_usec();
         req->exec = shared_string_new(fw->writer.comm);
+        req->origin = process_origin(req->pid); /* the pidfd is open: the writer's still */
         req->hold = HOLD_PROCESS;
         req->target_pid = t->pid;
         req->target_key = t->start_time;
-        if (!req->exec || !(req->reason = strdup(reason)) || !(req->target = strdup(target)) ||
+        if (!req->exec || !req->origin || !(req->reason = strdup(reason)) || !(req->target = strdup(target)) ||
             request_set_cpus(req, &fw->cpu, 1) < 0)
                 return request_free(req);
         return req;

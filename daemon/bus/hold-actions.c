@@ -63,8 +63,21 @@ static int name_after_target(Request *req, const Client *c, const Target *t, con
         return 0;
 }
 
-/* 4. and 5.: h owns the new request; the reply carries the cookie (and
- * peer_fd). exec: the command line of a process target, else NULL. */
+/* A process target's request is named in the ledger after that process:
+ * its comm and unit, read now, kept only if its pidfd says the pid was
+ * still that process's. */
+static int name_after_process(Request *req, int pidfd, pid_t pid) {
+        Origin *o = process_origin(pid);
+        if (!o)
+                return -ENOMEM;
+        if (!target_alive(pidfd))
+                o->comm[0] = o->unit[0] = 0;
+        origin_unref(req->origin);
+        req->origin = o;
+        return 0;
+}
+
+/* 4. and 5.: h owns the new request; the reply carries the cookie (and peer_fd). */
 static int add_held(Manager *m, sd_bus_message *message, const Client *c, const NewRequest *nr, Hold *h, char *target,
                     const Target *t, const char *exec, int peer_fd, sd_bus_error *error) {
         _cleanup_(freep) char *asker = NULL;
@@ -82,6 +95,11 @@ static int add_held(Manager *m, sd_bus_message *message, const Client *c, const 
         if (t) {
                 req->target_pid = t->pid;
                 req->target_key = t->kind == TARGET_PROCESS ? t->start_time : t->cgroup_id;
+        }
+        if (t && t->kind == TARGET_PROCESS && name_after_process(req, h->fd, t->pid) < 0) {
+                request_free(req);
+                hold_free(h);
+                return -ENOMEM;
         }
         uint32_t cookie = req->cookie;
         int r = core_add_for(&m->core, req, &h->owner, asker, &changes);

@@ -1,16 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* ledger-holders.h: the holder of each CPU's bound, told from the store,
  * the floors and the kernel's values; a request's comm and systemd unit are
- * read from /proc only when it becomes a CPU's holder. */
+ * those read when it was made (Request.origin), never read again. */
 
 #include "core/ledger-holders.h"
 
-#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-
-#include "util/cpuidle.h"
 
 static int32_t as_bound(int32_t v) {
         return v >= 0 && v < PMQOS_CONTRACT_LATENCY_MAX ? v : PMQOS_LATENCY_NONE;
@@ -66,65 +63,36 @@ static LedgerHolder cpu_holder(const LedgerFacts *f, uint32_t cpu, int32_t file_
 
 /* ---- describing a request ---- */
 
-/* The last ".service" or ".scope" component of a control group path. */
-static void unit_of_cgroup(const char *path, char *unit, size_t size) {
-        const char *best = NULL;
-        size_t best_len = 0;
-        for (const char *p = path; *p;) {
-                const char *end = strchr(p, '/');
-                size_t len = end ? (size_t) (end - p) : strlen(p);
-                if ((len > 8 && memcmp(p + len - 8, ".service", 8) == 0) ||
-                    (len > 6 && memcmp(p + len - 6, ".scope", 6) == 0)) {
-                        best = p;
-                        best_len = len;
-                }
-                p += len + (end ? 1 : 0);
-        }
-        if (best)
-                snprintf(unit, size, "%.*s", (int) (best_len < size ? best_len : size - 1), best);
-}
-
-/* What reaches the bus and Prometheus labels: printable ASCII only. */
-static void printable(char *s) {
-        for (; *s; s++)
-                if ((unsigned char) *s < 0x20 || (unsigned char) *s >= 0x7f)
-                        *s = '?';
-}
-
+/* Its comm and unit as read when it was made or bound (Origin), never
+ * from /proc now: its pid may be another process's by the time it binds a
+ * CPU. A request without one (recorded by an older pmqosd) is named
+ * after the first word of its command line, without its directory. */
 static void describe(LedgerHolder *who, void *userdata) {
         const Store *store = userdata;
         const Request *r =
                 who->kind == LEDGER_REQUEST || who->kind == LEDGER_RULE ? store_get(store, who->cookie) : NULL;
-        char path[64], buf[4096];
         if (!r)
                 return;
         if (r->rule) {
                 snprintf(who->comm, sizeof(who->comm), "pmqosd");
                 return;
         }
-        snprintf(path, sizeof(path), "/proc/%d/comm", (int) r->pid);
-        if (r->pid > 0 && sysfs_read_at(AT_FDCWD, path, buf, sizeof(buf)) > 0)
-                snprintf(who->comm, sizeof(who->comm), "%.15s", buf);
-        else { /* gone: the first word of its command line, without its directory */
-                const char *exec = request_exec(r), *base = exec;
-                size_t len = strcspn(exec, " ");
-                for (size_t i = 0; i < len; i++)
-                        if (exec[i] == '/')
-                                base = exec + i + 1;
-                snprintf(who->comm, sizeof(who->comm), "%.*s", (int) (len - (size_t) (base - exec)), base);
+        if (r->origin && r->origin->comm[0]) {
+                snprintf(who->comm, sizeof(who->comm), "%s", r->origin->comm);
+                snprintf(who->unit, sizeof(who->unit), "%s", r->origin->unit);
+                return;
         }
-        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int) r->pid);
-        if (r->pid > 0 && sysfs_read_at(AT_FDCWD, path, buf, sizeof(buf)) > 0) {
-                const char *v2 = strstr(buf, "0::");
-                if (v2) {
-                        char *nl = strchr(v2, '\n');
-                        if (nl)
-                                *nl = 0;
-                        unit_of_cgroup(v2 + 3, who->unit, sizeof(who->unit));
-                }
-        }
-        printable(who->comm);
-        printable(who->unit);
+        const char *exec = request_exec(r), *base = exec;
+        size_t len = strcspn(exec, " ");
+        for (size_t i = 0; i < len; i++)
+                if (exec[i] == '/')
+                        base = exec + i + 1;
+        snprintf(who->comm, sizeof(who->comm), "%.*s", (int) (len - (size_t) (base - exec)), base);
+        for (char *c = who->comm; *c; c++) /* exec is cleaned, but not to ASCII */
+                if ((unsigned char) *c < 0x20 || (unsigned char) *c >= 0x7f)
+                        *c = '?';
+        if (r->origin)
+                snprintf(who->unit, sizeof(who->unit), "%s", r->origin->unit);
 }
 
 /* ---- settling ---- */

@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,30 @@ SharedString *shared_string_unref(SharedString *s) {
         return NULL;
 }
 
+Origin *origin_new(const char *comm, const char *unit) {
+        size_t n = strnlen(unit, PMQOS_UNIT_MAX - 1);
+        Origin *o = malloc(sizeof(Origin) + n + 1);
+        if (!o)
+                return NULL;
+        o->n_ref = 1;
+        snprintf(o->comm, sizeof(o->comm), "%s", comm);
+        memcpy(o->unit, unit, n);
+        o->unit[n] = 0;
+        return o;
+}
+
+Origin *origin_ref(Origin *o) {
+        if (o)
+                o->n_ref++;
+        return o;
+}
+
+Origin *origin_unref(Origin *o) {
+        if (o && --o->n_ref == 0)
+                free(o);
+        return NULL;
+}
+
 Request *request_new(Store *s) {
         Request *r = calloc(1, sizeof(Request));
         if (!r)
@@ -82,6 +107,7 @@ Request *request_new(Store *s) {
 Request *request_free(Request *r) {
         if (r) {
                 shared_string_unref(r->exec);
+                origin_unref(r->origin);
                 free(r->reason);
                 free(r->target);
                 free(r->cpus);

@@ -42,6 +42,25 @@ SharedString *shared_string_new(const char *text);
 SharedString *shared_string_ref(SharedString *s);
 SharedString *shared_string_unref(SharedString *s);
 
+#define PMQOS_COMM_MAX 16u  /* the kernel's TASK_COMM_LEN, with the terminator */
+#define PMQOS_UNIT_MAX 128u /* a systemd unit name, cut, with the terminator */
+
+/* The process a request names, as the ledger shows it: its comm and its
+ * systemd unit (the last ".service" or ".scope" of its control group, or
+ * ""), read when the request was made (or bound to its target process),
+ * never later: by then the pid may be another process's. Printable ASCII;
+ * shared by the requests of one client, freed with the last. */
+typedef struct Origin {
+        unsigned n_ref;
+        char comm[PMQOS_COMM_MAX];
+        char unit[];
+} Origin;
+
+/* comm and unit cut to fit. */
+Origin *origin_new(const char *comm, const char *unit);
+Origin *origin_ref(Origin *o);
+Origin *origin_unref(Origin *o);
+
 /* A per-CPU request sits in one heap per CPU it names. */
 typedef struct CpuNode {
         HeapNode node;
@@ -68,13 +87,14 @@ struct Request {
         pid_t target_pid; /* HOLD_PROCESS: its pid, in pmqosd's namespace */
         /* Small fields packed in one word: a Request is 168 bytes, one
          * 176-byte malloc chunk, the size it had before holds (the bench's
-         * memory row). */
+         * memory row); the origin made it 176 bytes, one 192-byte chunk. */
         QosType type : 8;
         RequestHold hold : 8; /* HOLD_NONE, or what ends it: its owner is then that hold's, of this one request */
         bool persistent : 1;
         bool rule : 1;     /* held by pmqosd for a unit rule (exec "rule FILE"): never recorded, never a client's */
         bool inactive : 1; /* listed, but in no heap: a CPU it names is gone (see manager_load_state()) */
         SharedString *exec;
+        Origin *origin;       /* NULL: none known (a record of an older pmqosd, a rule) */
         char *reason;         /* NULL when none was given */
         int64_t created_usec; /* CLOCK_REALTIME */
         int64_t expires_usec; /* CLOCK_REALTIME deadline, 0 = never */

@@ -38,6 +38,12 @@ void request_format(TextBuffer *out, const Request *r) {
         text_append_escaped(out, request_exec(r));
         text_append(out, " reason=");
         text_append_escaped(out, request_reason(r));
+        if (r->origin) {
+                text_append(out, " comm=");
+                text_append_escaped(out, r->origin->comm);
+                text_append(out, " unit=");
+                text_append_escaped(out, r->origin->unit);
+        }
 }
 
 int record_parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret) {
@@ -116,10 +122,29 @@ enum {
         F_EXEC = 1 << 8,
         F_REASON = 1 << 9,
         F_ALL = (1 << 10) - 1,
+        /* Optional (pmqosd wrote them since it names the ledger's rows from them): */
+        F_COMM = 1 << 10,
+        F_UNIT = 1 << 11,
 };
 
-static const char *const request_fields[] = { "cookie",  "type",    "value", "uid",  "pid",
-                                              "created", "expires", "cpus",  "exec", "reason" };
+static const char *const request_fields[] = { "cookie",  "type", "value", "uid",    "pid",  "created",
+                                              "expires", "cpus", "exec",  "reason", "comm", "unit" };
+
+/* A comm or unit as process_origin() keeps them: printable ASCII, cut. */
+static int set_origin(Request *r, const char *val, bool unit) {
+        for (const char *c = val; *c; c++)
+                if ((unsigned char) *c < 0x20 || (unsigned char) *c >= 0x7f)
+                        return -EINVAL;
+        if (strlen(val) >= (unit ? PMQOS_UNIT_MAX : PMQOS_COMM_MAX))
+                return -EINVAL;
+        Origin *o = unit ? origin_new(r->origin ? r->origin->comm : "", val)
+                         : origin_new(val, r->origin ? r->origin->unit : "");
+        if (!o)
+                return -ENOMEM;
+        origin_unref(r->origin);
+        r->origin = o;
+        return 0;
+}
 
 /* One key=value of a request record, the key's index in request_fields. */
 static int parse_field(Request *r, unsigned i, char *val, ExecCache *execs) {
@@ -177,6 +202,12 @@ static int parse_field(Request *r, unsigned i, char *val, ExecCache *execs) {
                                     ? 0
                                     : -ENOMEM;
                 break;
+        case F_COMM:
+        case F_UNIT:
+                k = text_unescape(val);
+                if (k >= 0)
+                        k = set_origin(r, val, (1u << i) == F_UNIT);
+                break;
         }
         return k;
 }
@@ -220,7 +251,7 @@ int request_parse(char *fields, ExecCache *execs, Request **ret, const char **wh
                         goto fail;
                 }
         }
-        if (seen != F_ALL) {
+        if ((seen & F_ALL) != F_ALL) {
                 *why = "request record lacks a field";
                 goto fail;
         }

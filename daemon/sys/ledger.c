@@ -280,26 +280,31 @@ static bool same_row(const LedgerHolder *a, const LedgerHolder *b) {
         return a->kind == b->kind && a->uid == b->uid && strcmp(a->comm, b->comm) == 0 && strcmp(a->unit, b->unit) == 0;
 }
 
-static int find_kind(const Ledger *l, LedgerKind kind) {
+static int find_other(const Ledger *l, uint32_t uid) {
         for (unsigned i = 0; i < l->n_rows; i++)
-                if (l->rows[i].who.kind == kind)
+                if (l->rows[i].who.kind == LEDGER_OTHER && l->rows[i].who.uid == uid)
                         return (int) i;
         return -1;
 }
 
-/* Folds the oldest inactive row other than "other" into "other" (made
- * from it if there is none) and returns the freed index, or -1. */
-static int fold_oldest(Ledger *l) {
-        int oldest = -1, other = find_kind(l, LEDGER_OTHER);
-        for (unsigned i = 0; i < l->n_rows; i++)
-                if (l->rows[i].n_cpus == 0 && (int) i != other &&
-                    (oldest < 0 || l->rows[i].last_usec < l->rows[oldest].last_usec))
+/* Folds the oldest inactive row into an "other" row (made from it if there
+ * is none) and returns the freed index, or -1. of_uid: only uid's rows
+ * other than its "other", into uid's "other"; else any row but the
+ * common "other" (uid unknown), into that. */
+static int fold_oldest(Ledger *l, bool of_uid, uint32_t uid) {
+        uint32_t into = of_uid ? uid : LEDGER_UID_UNKNOWN;
+        int oldest = -1, other = find_other(l, into);
+        for (unsigned i = 0; i < l->n_rows; i++) {
+                const LedgerRow *w = &l->rows[i];
+                bool candidate = of_uid ? w->who.uid == uid && w->who.kind != LEDGER_OTHER : (int) i != other;
+                if (w->n_cpus == 0 && candidate && (oldest < 0 || w->last_usec < l->rows[oldest].last_usec))
                         oldest = (int) i;
+        }
         if (oldest < 0)
                 return -1;
         if (other < 0) {
                 LedgerRow *o = &l->rows[oldest];
-                o->who = (LedgerHolder){ .kind = LEDGER_OTHER, .uid = LEDGER_UID_UNKNOWN };
+                o->who = (LedgerHolder){ .kind = LEDGER_OTHER, .uid = into };
                 return -1; /* it became "other": no index freed, the caller tries again */
         }
         charge(&l->rows[other].cost, &l->rows[oldest].cost);
@@ -307,19 +312,35 @@ static int fold_oldest(Ledger *l) {
         return oldest;
 }
 
+/* A uid past its share of rows folds its own: another's stay. -1 when
+ * none of its rows is inactive (and it has no "other" yet). */
+static int row_within_share(Ledger *l, uint32_t uid) {
+        unsigned mine = 0;
+        for (unsigned i = 0; i < l->n_rows; i++)
+                mine += l->rows[i].who.uid == uid;
+        if (mine < LEDGER_ROWS_PER_UID)
+                return -1;
+        int i = fold_oldest(l, true, uid);
+        if (i < 0)
+                i = fold_oldest(l, true, uid); /* the first made its "other" */
+        return i >= 0 ? i : find_other(l, uid);
+}
+
 static int row_of(Ledger *l, const LedgerHolder *who) {
         for (unsigned i = 0; i < l->n_rows; i++)
                 if (same_row(&l->rows[i].who, who))
                         return (int) i;
-        if (l->n_rows < LEDGER_ROWS_MAX) {
+        int i = who->uid != LEDGER_UID_UNKNOWN ? row_within_share(l, who->uid) : -1;
+        if (i < 0 && l->n_rows < LEDGER_ROWS_MAX) {
                 l->rows[l->n_rows] = (LedgerRow){ .who = *who };
                 return (int) l->n_rows++;
         }
-        int i = fold_oldest(l);
         if (i < 0)
-                i = fold_oldest(l); /* the first made "other" */
+                i = fold_oldest(l, false, 0);
         if (i < 0)
-                i = find_kind(l, LEDGER_OTHER); /* every row binds a CPU: the newest is charged to "other" */
+                i = fold_oldest(l, false, 0); /* the first made "other" */
+        if (i < 0)
+                i = find_other(l, LEDGER_UID_UNKNOWN); /* every row binds a CPU: the newest is charged to "other" */
         if (i < 0)
                 i = 0;
         if (l->rows[i].who.kind != LEDGER_OTHER)

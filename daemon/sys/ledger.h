@@ -15,12 +15,15 @@
  * number of states changes. A CPU that goes offline keeps its interval
  * open (nothing read, nothing lost); a counter found lower than before (the
  * CPU's cpuidle device registered anew) counts from 0; a state that
- * appeared counts whole. Holder rows are bounded: past LEDGER_ROWS_MAX the
- * oldest inactive row is folded into one row of kind "other".
+ * appeared counts whole. Holder rows are bounded: a uid with
+ * LEDGER_ROWS_PER_UID rows folds its own oldest inactive one into its own
+ * row of kind "other" (its uid kept) before it gets another, so that one
+ * user cannot push out another's; past LEDGER_ROWS_MAX in all, the oldest
+ * inactive row is folded into one row of kind "other" of uid unknown.
  *
  * While a state of a CPU is blocked its counters stay open (LedgerFds) and
  * a reading is one fstat() and a pread() per counter: 512 CPUs × 6 states
- * cost about 1 ms instead of 20 (tests/bench/bench-ledger.c). Whatever may
+ * cost about 2 ms instead of 20 (tests/bench/bench-ledger.c). Whatever may
  * mean the states changed (the cpuidle directory's link count or times
  * moved: a state came or went, the directory went; a read failed: ENODEV
  * when the kernel removed the device, ESTALE, ENOENT, a counter that does
@@ -33,8 +36,9 @@
 #include "util/cpuidle.h"
 
 #define LEDGER_ROWS_MAX 64u
-#define LEDGER_COMM_MAX 16u  /* the kernel's TASK_COMM_LEN, with the terminator */
-#define LEDGER_UNIT_MAX 128u /* a systemd unit name, cut */
+#define LEDGER_ROWS_PER_UID 16u /* a quarter: four users fill the table */
+#define LEDGER_COMM_MAX 16u     /* the kernel's TASK_COMM_LEN, with the terminator */
+#define LEDGER_UNIT_MAX 128u    /* a systemd unit name, cut */
 #define LEDGER_UID_UNKNOWN UINT32_MAX
 /* Descriptors kept on counters at most, whatever the CPUs (1 + 2 per state
  * each: 512 CPUs of 6 states take 6656), and never more than half of

@@ -14,6 +14,7 @@ between the kernel's growth over the inner and over the outer of those
 reads — no tolerance beyond that (the kernel updates a CPU's `time` when it
 leaves a state, before pmqosd can read it)."""
 
+import ctypes
 import json
 import os
 import subprocess
@@ -36,6 +37,13 @@ os.write(fd, struct.pack("=i", int(sys.argv[1])))
 print("holding", flush=True)
 sys.stdin.read()
 """
+
+
+def set_comm(name):
+    """This process's /proc/self/comm (PR_SET_NAME): what a pid's next owner would show."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(15, ctypes.c_char_p(name.encode()), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NAME)")
 
 
 def online_cpus():
@@ -198,21 +206,78 @@ class TestLedger(LedgerTestCase):
             self.assertGreaterEqual(r["held"], len(self.cpus) * PAUSE / 2 * 1e6, r["comm"])
 
     def test_status_says_what_the_binding_request_costs(self):
+        """The Cost line says what Ledger() has: the holder's total (its
+        uid, program and unit; every request of it since pmqosd started),
+        not the binding request's own; --json carries the same keys."""
         c = self.client()
-        cookie = self.request(c, 0)
+        earlier = self.request(c, 0)
         time.sleep(PAUSE / 4)
+        c.call("Cancel", "u", earlier, iface=NATIVE_IFACE)
+        cookie = self.request(c, 0)  # the same program: the same row, now with this cookie
         out = subprocess.run([PMQOSCTL, "status"], env=self.bus.env, capture_output=True, text=True, check=True).stdout
-        self.assertRegex(out, r"\nCost:     request %d of uid %d \(%s\) keeps CPUs out of haltpoll idle: .* of idle time "
-                              r"spent shallow over .* held \(summed over CPUs, since pmqosd started\); verified: the "
-                              r"kernel entered no blocked state\n" % (cookie, os.getuid(), read("/proc/self/comm")))
+        self.assertRegex(out, r"\nCost:     request %d of uid %d \(%s\) binds now; its holder's total since pmqosd "
+                              r"started \(every request of that uid, program and unit, summed over CPUs\): .* of idle "
+                              r"time spent shallow over .* held; the kernel entered no blocked state in all that "
+                              r"time\n          kept out now, on some CPU: haltpoll idle\n"
+                         % (cookie, os.getuid(), read("/proc/self/comm")))
         e = json.loads(subprocess.run([PMQOSCTL, "status", "--json"], env=self.bus.env, capture_output=True,
                                       text=True, check=True).stdout)
         for cpu in e["cpus"]:
             self.assertEqual((cpu["blocked_entries"], cpu["verified"]), (0, True))
             self.assertIsInstance(cpu["shallow_idle"], int)
+        self.assertEqual(e["cost"]["blocked_cstates"], ["haltpoll idle"])
+        [h] = e["cost"]["holders"]
+        self.assertEqual((h["kind"], h["uid"], h["comm"], h["cookie"], h["blocked_entries"]),
+                         ("request", os.getuid(), read("/proc/self/comm"), cookie, 0))
+        # Both requests' time: more than the second's alone has had.
+        self.assertGreaterEqual(h["held"], len(self.cpus) * PAUSE / 4 * 1e6)
+        self.assertGreaterEqual(h["shallow_idle"], 0)
         c.call("Cancel", "u", cookie, iface=NATIVE_IFACE)
         out = subprocess.run([PMQOSCTL, "status"], env=self.bus.env, capture_output=True, text=True, check=True).stdout
         self.assertIn("\nCost:     no bound keeps a CPU out of a C-state now\n", out)
+        e = json.loads(subprocess.run([PMQOSCTL, "status", "--json"], env=self.bus.env, capture_output=True,
+                                      text=True, check=True).stdout)
+        self.assertEqual(e["cost"], {"blocked_cstates": [], "holders": []})
+
+    def test_named_as_it_was_when_it_asked(self):
+        """A request that comes to bind a CPU after it was made (behind
+        another, timed, persistent) is named by the comm its process had
+        when it asked: by the time it binds, the pid may be another's (a
+        timed request outlives its caller; the reviewer's pid reuse had an
+        attacker's row named "sshd", unit "victim.service"). The process
+        renames itself here: what reading /proc then would show."""
+        own = read("/proc/self/comm")
+        first = self.client()
+        cookie = self.request(first, 0)
+        try:
+            set_comm("ledger-asker")
+            c = self.client()
+            later = self.request(c, 0)  # behind the first: of equal values the older binds
+            set_comm("sshd")
+            first.call("Cancel", "u", cookie, iface=NATIVE_IFACE)
+            rows = {r["cookie"]: r for r in self.ledger(first)}
+            self.assertEqual((rows[later]["comm"], rows[later]["active"]), ("ledger-asker", True))
+            self.assertEqual(rows[cookie]["comm"], own)
+        finally:
+            set_comm(own)
+
+    def test_named_as_it_was_across_a_restart(self):
+        """A persistent request keeps the comm it was made with across a
+        restart (the state file records it), not what its pid shows then."""
+        own = read("/proc/self/comm")
+        try:
+            set_comm("ledger-asker")
+            c = self.client()
+            o = {"persistent": GLib.Variant("b", True)}
+            cookie = c.call("Request", "sia{sv}", "cpu_dma", 0, o, iface=NATIVE_IFACE)[0]
+            set_comm("sshd")
+            self.start_daemon(state_dir=self.state_dir)
+            c = self.client()
+            rows = {r["cookie"]: r for r in self.ledger(c)}
+            self.assertEqual((rows[cookie]["comm"], rows[cookie]["active"]), ("ledger-asker", True))
+            c.call("Cancel", "u", cookie, iface=NATIVE_IFACE)
+        finally:
+            set_comm(own)
 
     def test_a_process_holding_the_device_is_external(self):
         c = self.client()

@@ -162,6 +162,8 @@ class TestCommands(CtlTestCase):
         self.assertNotIn("cpu4", out)
 
         from_ctl = json.loads(self.ctl("status", "--json", check=0).stdout)
+        # Besides Explain()'s keys, the Cost line's (Ledger()'s holders binding now).
+        self.assertEqual(sorted(from_ctl.pop("cost")), ["blocked_cstates", "holders"])
         c = self.client()
         from_bus = c.call("Explain", None, iface=NATIVE_IFACE)[0]
         # The same dictionary, key for key (the writers too), but "no

@@ -198,7 +198,7 @@ START_TEST(test_rows_bounded) {
                 LedgerHolder h = holder(LEDGER_REQUEST, i, i + 1);
                 ledger_set(&l, 0, 0, &h, NULL, NULL);
                 idle += 10;
-                set_state(0, 0, 0, i, idle);
+                set_state(0, 0, 0, i + 1, idle); /* the kernel adds to usage and time together */
                 now += 10;
         }
         ledger_set(&l, 0, -1, &(LedgerHolder){ .kind = LEDGER_NONE }, NULL, NULL);
@@ -337,6 +337,43 @@ START_TEST(test_descriptors_bounded) {
         ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &was), 0);
         done(&l);
 }
+
+/* The reviewer's 70 short holds of one uid, each its own program: they
+ * fold into that uid's own "other" row (uid kept) and root's earlier row
+ * stays, with its cost (before, the common fold took root's row first). */
+START_TEST(test_one_uid_cannot_evict_another) {
+        Ledger l;
+        make_tree(&l);
+        uint64_t idle = 0;
+        for (uint32_t i = 0; i <= 70; i++) {
+                char comm[16];
+                snprintf(comm, sizeof(comm), i == 0 ? "root-prog" : "c%02u", (unsigned) i - 1);
+                LedgerHolder h = holder(LEDGER_REQUEST, i == 0 ? 0 : 995, i + 1);
+                ledger_set(&l, 0, 0, &h, name_it, comm);
+                idle += 10;
+                set_state(0, 0, 0, i + 1, idle); /* the kernel adds to usage and time together */
+                now += 10;
+        }
+        ledger_set(&l, 0, -1, &(LedgerHolder){ .kind = LEDGER_NONE }, NULL, NULL);
+        unsigned roots = 0, mine = 0, my_others = 0;
+        uint64_t sum = 0;
+        for (unsigned i = 0; i < l.n_rows; i++) {
+                const LedgerRow *w = &l.rows[i];
+                sum += w->cost.shallow_idle;
+                if (w->who.uid == 0 && w->who.kind == LEDGER_REQUEST && strcmp(w->who.comm, "root-prog") == 0) {
+                        roots++;
+                        ck_assert_uint_eq(w->cost.shallow_idle, 10);
+                }
+                mine += w->who.uid == 995;
+                my_others += w->who.uid == 995 && w->who.kind == LEDGER_OTHER;
+        }
+        ck_assert_uint_eq(roots, 1);
+        ck_assert_uint_eq(mine, LEDGER_ROWS_PER_UID);
+        ck_assert_uint_eq(my_others, 1);
+        ck_assert_uint_le(l.n_rows, LEDGER_ROWS_MAX);
+        ck_assert_uint_eq(sum, idle);
+        done(&l);
+}
 END_TEST
 
 static Suite *suite(void) {
@@ -351,6 +388,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_state_removed_mid_interval);
         tcase_add_test(tc, test_device_removed_and_back);
         tcase_add_test(tc, test_descriptors_bounded);
+        tcase_add_test(tc, test_one_uid_cannot_evict_another);
         suite_add_tcase(s, tc);
         return s;
 }
