@@ -15,7 +15,6 @@
 #include "bus/manager.h"
 #include "sys/target.h"
 #include "util/clock.h"
-#include "util/log.h"
 
 /* The writer's value as a bound: "n/a" is 0 µs, "0" none, else µs; -EINVAL. */
 static int parse_resume(const char *text, int32_t *ret) {
@@ -109,27 +108,24 @@ static int adopt_new(Manager *m, ForeignWatch *w, const ForeignWrite *fw, int32_
 }
 
 /* The file holds the writer's value: what pmqosd holds for that CPU now
- * (the aggregate, the writer's request in it) goes back over it, unless the
- * writer fights back (then its value stays). A commit writes only what
- * differs from what pmqosd wrote last, which the writer's value is not. */
-static void bring_back(Manager *m, ForeignWatch *w, const ForeignWrite *fw) {
+ * (the aggregate, the writer's request in it) goes back over it. A commit
+ * writes only what differs from what pmqosd wrote last, which the writer's
+ * value is not. */
+static int bring_back(Manager *m, ForeignWatch *w, const ForeignWrite *fw) {
         char value[FOREIGN_VALUE_MAX];
-        if (fw->contested)
-                return;
         int r = foreign_watch_restore(w, &m->core.cpus, fw, value, sizeof(value));
-        if (r < 0)
-                log_warning_errno(r, "Cannot write cpu%" PRIu32 "'s bound %s back over pid %" PRIu32 "'s write: %m",
-                                  fw->cpu, value, fw->writer.pid);
+        return r < 0 ? r : 0;
 }
 
-int custody_adopt(Manager *m, ForeignWatch *w, const ForeignWrite *fw) {
+int custody_adopt(Manager *m, ForeignWatch *w, const ForeignWrite *fw, int *ret_bring_back) {
         ChangeSet changes = {};
         char reason[64];
         int32_t value;
         int r = 0;
 
-        if (parse_resume(fw->writer.value, &value) < 0 || fw->writer.pid == 0)
-                return 0; /* nothing a writer of a bound writes: reported only */
+        *ret_bring_back = 0;
+        if (fw->contested || parse_resume(fw->writer.value, &value) < 0 || fw->writer.pid == 0)
+                return 0; /* contested, unknown or nothing a writer of a bound writes: reported only */
         snprintf(reason, sizeof(reason), "adopted write to cpu%" PRIu32, fw->cpu);
         Request *req = find_adopted(m, (pid_t) fw->writer.pid, fw->cpu, reason);
         if (req && value < 0)
@@ -138,10 +134,7 @@ int custody_adopt(Manager *m, ForeignWatch *w, const ForeignWrite *fw) {
                 r = core_update(&m->core, req, value, 0, &changes);
         else if (value >= 0)
                 r = adopt_new(m, w, fw, value, reason, &changes);
-        if (r < 0)
-                log_warning_errno(r, "Cannot adopt the write of pid %" PRIu32 " (%s) to cpu%" PRIu32 ": %m",
-                                  fw->writer.pid, fw->writer.comm, fw->cpu);
-        bring_back(m, w, fw);
+        *ret_bring_back = bring_back(m, w, fw);
         publish(&m->pub, &changes);
-        return r > 0;
+        return r < 0 ? r : r > 0;
 }

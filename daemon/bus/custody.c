@@ -39,14 +39,22 @@ static void file_name(const ForeignWrite *fw, char *buf, size_t size) {
                 snprintf(buf, size, "cpu%" PRIu32 "/cpuidle/state%u/disable", fw->cpu, fw->state);
 }
 
+/* The contest, logged once per file and window outside may_log(): it says why
+ * pmqosd stopped acting on that file. */
+static void log_contest(const ForeignWrite *fw, const char *file) {
+        if (fw->contest_news)
+                log_warning("Contested: %s was written by other processes more than %u times in %lld s (last pid "
+                            "%" PRIu32 " (%s)); leaving it its value %s.",
+                            file, BURST_LIMIT, (long long) (FOREIGN_CONTEST_WINDOW_USEC / 1000000), fw->writer.pid,
+                            fw->writer.comm[0] ? fw->writer.comm : "gone", fw->writer.value);
+}
+
 static void restore(Custody *c, const ForeignWrite *fw, const char *file, int64_t mono) {
         char value[FOREIGN_VALUE_MAX];
+        if (strcmp(fw->writer.value, FOREIGN_VALUE_UNKNOWN) == 0)
+                return; /* another event for this file follows in the batch: restored once, then */
         if (fw->contested) {
-                if (may_log(c, mono))
-                        log_warning("Contested: pid %" PRIu32 " (%s) wrote %s more than %u times in %lld s; leaving "
-                                    "it its value %s.",
-                                    fw->writer.pid, fw->writer.comm, file, BURST_LIMIT,
-                                    (long long) (FOREIGN_CONTEST_WINDOW_USEC / 1000000), fw->writer.value);
+                log_contest(fw, file);
                 return;
         }
         int r = foreign_watch_restore(&c->watch, &c->manager->core.cpus, fw, value, sizeof(value));
@@ -56,6 +64,20 @@ static void restore(Custody *c, const ForeignWrite *fw, const char *file, int64_
                 log_warning_errno(r, "Cannot restore %s to %s: %m", file, value);
         else if (r > 0 && may_log(c, mono))
                 log_info("Restored %s to %s.", file, value);
+}
+
+static void adopt(Custody *c, const ForeignWrite *fw, const char *file, int64_t mono) {
+        int back;
+        if (fw->contested)
+                log_contest(fw, file);
+        int r = custody_adopt(c->manager, &c->watch, fw, &back);
+        if (r > 0)
+                c->n_adopted++;
+        if (r < 0 && may_log(c, mono))
+                log_warning_errno(r, "Cannot adopt the write of pid %" PRIu32 " (%s) to %s: %m", fw->writer.pid,
+                                  fw->writer.comm[0] ? fw->writer.comm : "gone", file);
+        if (back < 0 && may_log(c, mono))
+                log_warning_errno(back, "Cannot write %s back over pid %" PRIu32 "'s write: %m", file, fw->writer.pid);
 }
 
 static void handle(Custody *c, const ForeignWrite *fw, int64_t mono) {
@@ -68,7 +90,7 @@ static void handle(Custody *c, const ForeignWrite *fw, int64_t mono) {
         if (c->policy == FOREIGN_RESTORE)
                 restore(c, fw, file, mono);
         else if (c->policy == FOREIGN_ADOPT && fw->kind == KNOB_RESUME_LATENCY)
-                c->n_adopted += (uint64_t) custody_adopt(c->manager, &c->watch, fw);
+                adopt(c, fw, file, mono);
 }
 
 static int on_watch(sd_event_source *s, int fd, uint32_t revents, void *userdata) {

@@ -228,8 +228,7 @@ static int decode(ForeignWatch *w, const struct fanotify_event_metadata *m, int6
                 return 0;
         if (out->own) {
                 w->n_own++;
-                Burst keep = slot->burst;
-                *slot = (ForeignWriter){ .burst = keep };
+                *slot = (ForeignWriter){ .burst = slot->burst, .contest_logged = slot->contest_logged };
                 return 1;
         }
         n = pread(m->fd, value, sizeof(value) - 1, 0);
@@ -239,10 +238,36 @@ static int decode(ForeignWatch *w, const struct fanotify_event_metadata *m, int6
         describe_writer(slot, (uint32_t) m->pid);
         clean_into(slot->value, sizeof(slot->value), value, strcspn(value, "\n"));
         slot->when = now;
-        out->contested = burst_note(&slot->burst, (uint64_t) m->pid, mono, FOREIGN_CONTEST_WINDOW_USEC);
+        /* Keyed on the file, not the writer: one source for every foreign writer. */
+        slot->contested = burst_note(&slot->burst, 0, mono, FOREIGN_CONTEST_WINDOW_USEC);
+        out->contested = slot->contested;
+        if (slot->contested &&
+            (slot->contest_logged == 0 || mono - slot->contest_logged >= FOREIGN_CONTEST_WINDOW_USEC)) {
+                out->contest_news = true;
+                slot->contest_logged = mono;
+        }
         out->writer = *slot;
         w->n_foreign++;
         return 1;
+}
+
+static bool same_file(const ForeignWrite *a, const ForeignWrite *b) {
+        return a->kind == b->kind && a->cpu == b->cpu && a->state == b->state;
+}
+
+/* A write followed in the batch by another event for its file: what was read
+ * is the later one's value (one writer 50, another 500 0.5 ms later: both
+ * read 500), so its own is unknown. */
+static void unknown_but_last(ForeignWrite *out, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                if (out[i].own)
+                        continue;
+                for (size_t j = i + 1; j < n; j++)
+                        if (same_file(&out[i], &out[j])) {
+                                snprintf(out[i].writer.value, sizeof(out[i].writer.value), FOREIGN_VALUE_UNKNOWN);
+                                break;
+                        }
+        }
 }
 
 int foreign_watch_read(ForeignWatch *w, int64_t now_realtime, int64_t now_monotonic, ForeignWrite *out, size_t max) {
@@ -266,6 +291,7 @@ int foreign_watch_read(ForeignWatch *w, int64_t now_realtime, int64_t now_monoto
                         close(m->fd);
                 }
         }
+        unknown_but_last(out, k);
         return (int) k;
 }
 

@@ -22,9 +22,14 @@
 #define FOREIGN_VALUE_MAX 32u
 /* CPUs watched at most (the kernel's own NR_CPUS bound). */
 #define FOREIGN_CPUS_MAX 8192u
+/* The value of a write followed by another event for the same file in the
+ * same batch: the file holds the later one's by the time it is read. */
+#define FOREIGN_VALUE_UNKNOWN "unknown"
 /* Events decoded per read of the descriptor; the rest wait for the next turn of the loop. */
 #define FOREIGN_BATCH 64u
-/* restore's contest: a writer writing one file more than BURST_LIMIT times in this window is left alone. */
+/* The contest: a file written by other processes (whichever: a fighter may
+ * spawn one per write) more than BURST_LIMIT times in this window is left
+ * alone (restore writes nothing back, adopt changes no request). */
 #define FOREIGN_CONTEST_WINDOW_USEC (10 * 1000000LL)
 
 typedef enum KnobKind {
@@ -39,9 +44,12 @@ typedef struct ForeignWriter {
         uint32_t uid;                  /* its real uid, (uint32_t) -1 if it was gone */
         char comm[FOREIGN_COMM_MAX];   /* cleaned UTF-8; "" if the process was gone before it was read */
         char unit[FOREIGN_UNIT_MAX];   /* its systemd unit from /proc/PID/cgroup, cleaned; "" if none */
-        char value[FOREIGN_VALUE_MAX]; /* the file read back at the event, cleaned */
+        char value[FOREIGN_VALUE_MAX]; /* the file read back at the event, cleaned; FOREIGN_VALUE_UNKNOWN */
         int64_t when;                  /* µs since the epoch */
-        Burst burst;                   /* the writer's recent writes to this file (restore's contest) */
+        bool contested;                /* this write was contested (see FOREIGN_CONTEST_WINDOW_USEC) */
+        /* Kept across pmqosd's own writes: */
+        Burst burst;            /* the recent foreign writes to this file (the contest) */
+        int64_t contest_logged; /* CLOCK_MONOTONIC µs of the last Contested line about this file; 0 */
 } ForeignWriter;
 
 typedef struct CpuKnobs {
@@ -59,7 +67,8 @@ typedef struct ForeignWrite {
         uint32_t cpu;
         unsigned state;       /* KNOB_DISABLE */
         bool own;             /* pmqosd wrote it */
-        bool contested;       /* this writer wrote this file more than BURST_LIMIT times in the window */
+        bool contested;       /* other processes wrote this file more than BURST_LIMIT times in the window */
+        bool contest_news;    /* contested, and no Contested line about this file yet in this window */
         ForeignWriter writer; /* a copy (the table's pid is 0 after an own write) */
 } ForeignWrite;
 
@@ -80,7 +89,10 @@ void foreign_watch_done(ForeignWatch *w);
 int foreign_watch_mark_cpu(ForeignWatch *w, uint32_t cpu);
 
 /* One read() of the descriptor: up to max (at most FOREIGN_BATCH) writes
- * into out, the table updated (an own write clears the file's writer).
+ * into out, the table updated (an own write clears the file's writer). The
+ * file is read once an event is read, not when it was written: of several
+ * events for one file in the batch only the last gets the file's value, the
+ * others' is FOREIGN_VALUE_UNKNOWN.
  * Returns how many, 0 when nothing waits, or a negative errno. */
 int foreign_watch_read(ForeignWatch *w, int64_t now_realtime, int64_t now_monotonic, ForeignWrite *out, size_t max);
 

@@ -76,23 +76,31 @@ static void make_tree(void) {
         unit_write_file(root, "devices/system/cpu/cpu1/cpuidle/state1/disable", "0\n");
 }
 
-/* A child named "fw-child" writes text to name under root, then waits until told to go. */
+/* A child named "fw-child" writes text to name under root, then waits until
+ * told to go; returns once the write is done. */
 static pid_t child_writes(const char *name, const char *text, int *ret_go) {
-        int p[2];
+        int p[2], done[2];
         ck_assert_int_eq(pipe(p), 0);
+        ck_assert_int_eq(pipe(done), 0);
         pid_t pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
                 char path[512], c;
                 close(p[1]);
+                close(done[0]);
                 (void) prctl(PR_SET_NAME, "fw-child", 0, 0, 0);
                 snprintf(path, sizeof(path), "%s/%s", root, name);
                 FILE *f = fopen(path, "r+");
                 if (!f || fputs(text, f) < 0 || fclose(f) != 0)
                         _exit(1);
+                close(done[1]);
                 _exit(read(p[0], &c, 1) == 0 ? 0 : 2);
         }
+        char c;
         close(p[0]);
+        close(done[1]);
+        ck_assert_int_eq(read(done[0], &c, 1), 0);
+        close(done[0]);
         *ret_go = p[1];
         return pid;
 }
@@ -177,12 +185,69 @@ START_TEST(test_watch_names_writers) {
 }
 END_TEST
 
+/* Two writers of one file, both queued before the watch is read: the file
+ * holds the second's value by then, so the first's is unknown (it was read
+ * as the second's: a 50 µs bound adopted as 500). */
+START_TEST(test_earlier_write_in_batch_is_unknown) {
+        if (geteuid() != 0) {
+                fprintf(stderr, "SKIP: test_earlier_write_in_batch_is_unknown: fanotify needs CAP_SYS_ADMIN\n");
+                return;
+        }
+        make_tree();
+        ForeignWatch w;
+        ck_assert_int_eq(foreign_watch_init(&w, root), 0);
+        int go_a, go_b;
+        pid_t a = child_writes("devices/system/cpu/cpu1/power/pm_qos_resume_latency_us", "50", &go_a);
+        pid_t b = child_writes("devices/system/cpu/cpu1/power/pm_qos_resume_latency_us", "500", &go_b);
+        ForeignWrite out[FOREIGN_BATCH];
+        ck_assert_int_eq(foreign_watch_read(&w, 1000, 2000, out, FOREIGN_BATCH), 2);
+        ck_assert_uint_eq(out[0].writer.pid, (uint32_t) a);
+        ck_assert_str_eq(out[0].writer.value, FOREIGN_VALUE_UNKNOWN);
+        ck_assert_uint_eq(out[1].writer.pid, (uint32_t) b);
+        ck_assert_str_eq(out[1].writer.value, "500");
+        ck_assert_str_eq(foreign_watch_writer(&w, 1, -1)->value, "500");
+        reap(b, go_b); /* b holds a's pipe too */
+        reap(a, go_a);
+        foreign_watch_done(&w);
+        unit_remove_dir(root);
+}
+END_TEST
+
+/* A fighter that spawns a new process per write is contested all the same:
+ * the contest counts the file's foreign writes, whoever makes them, and says
+ * so once per window. */
+START_TEST(test_contest_is_per_file) {
+        if (geteuid() != 0) {
+                fprintf(stderr, "SKIP: test_contest_is_per_file: fanotify needs CAP_SYS_ADMIN\n");
+                return;
+        }
+        make_tree();
+        ForeignWatch w;
+        ck_assert_int_eq(foreign_watch_init(&w, root), 0);
+        for (unsigned i = 0; i < BURST_LIMIT + 2u; i++) {
+                int go;
+                pid_t pid = child_writes("devices/system/cpu/cpu1/power/pm_qos_resume_latency_us", "0", &go);
+                ForeignWrite fw;
+                ck_assert_int_eq(read_one(&w, &fw), 1);
+                ck_assert_uint_eq(fw.writer.pid, (uint32_t) pid);
+                ck_assert_int_eq(fw.contested, i >= BURST_LIMIT);
+                ck_assert_int_eq(fw.contest_news, i == BURST_LIMIT);
+                ck_assert_int_eq(foreign_watch_writer(&w, 1, -1)->contested, i >= BURST_LIMIT);
+                reap(pid, go);
+        }
+        foreign_watch_done(&w);
+        unit_remove_dir(root);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("foreign-writes");
         TCase *tc = tcase_create("foreign-writes");
         tcase_add_test(tc, test_knob_of_path);
         tcase_add_test(tc, test_unit_of_cgroup);
         tcase_add_test(tc, test_watch_names_writers);
+        tcase_add_test(tc, test_earlier_write_in_batch_is_unknown);
+        tcase_add_test(tc, test_contest_is_per_file);
         suite_add_tcase(s, tc);
         return unit_run(s, CK_FORK_GETENV);
 }
