@@ -5,6 +5,7 @@
 #include "bus/custody-adopt.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,11 +72,16 @@ static int adopt_new(Manager *m, ForeignWatch *w, const ForeignWrite *fw, int32_
         char why[256];
         if (m->holds.n >= m->holds.max)
                 return -EUSERS;
-        int pidfd = (int) syscall(SYS_pidfd_open, (pid_t) fw->writer.pid, 0);
+        /* The writer's pidfd as it came with the event; pidfd_open() of its
+         * pid, after, where the kernel gives none (before 5.15). */
+        int pidfd = fw->pidfd >= 0 ? fcntl(fw->pidfd, F_DUPFD_CLOEXEC, 3)
+                                   : (int) syscall(SYS_pidfd_open, (pid_t) fw->writer.pid, 0);
         if (pidfd < 0)
                 return -errno;
         Target t = {};
         int r = target_identify(pidfd, &t, why, sizeof(why));
+        if (r >= 0 && (t.kind != TARGET_PROCESS || t.pid != (pid_t) fw->writer.pid))
+                r = -ESRCH; /* not the event's writer */
         Hold *h = NULL;
         if (r >= 0 && (r = hold_new_process(&m->holds, pidfd, &h)) >= 0)
                 pidfd = -1;

@@ -51,12 +51,12 @@ static void log_contest(const ForeignWrite *fw, const char *file) {
 
 static void restore(Custody *c, const ForeignWrite *fw, const char *file, int64_t mono) {
         char value[FOREIGN_VALUE_MAX];
-        if (strcmp(fw->writer.value, FOREIGN_VALUE_UNKNOWN) == 0)
-                return; /* another event for this file follows in the batch: restored once, then */
         if (fw->contested) {
                 log_contest(fw, file);
                 return;
         }
+        if (strcmp(fw->writer.value, FOREIGN_VALUE_UNKNOWN) == 0)
+                return; /* another event for this file follows in the batch: restored once, then */
         int r = foreign_watch_restore(&c->watch, &c->manager->core.cpus, fw, value, sizeof(value));
         if (r > 0)
                 c->n_restored++;
@@ -111,6 +111,7 @@ static int on_watch(sd_event_source *s, int fd, uint32_t revents, void *userdata
         for (int i = 0; i < n; i++)
                 if (!writes[i].own)
                         handle(c, &writes[i], mono);
+        foreign_writes_close(writes, (size_t) n);
         return 0;
 }
 

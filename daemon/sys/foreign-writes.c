@@ -154,7 +154,13 @@ int foreign_watch_init(ForeignWatch *w, const char *sysfs_root) {
         w->sysfs_root = strdup(sysfs_root);
         if (!w->sysfs_root)
                 return -ENOMEM;
-        w->fd = fanotify_init(FAN_CLOEXEC | FAN_NONBLOCK | FAN_CLASS_NOTIF, O_RDONLY | O_CLOEXEC);
+        /* The writer's pidfd with each event where the kernel has it (5.15):
+         * a pidfd_open() of the pid after reading the event may get another
+         * process that reused it. */
+        w->fd = fanotify_init(FAN_CLOEXEC | FAN_NONBLOCK | FAN_CLASS_NOTIF | FAN_REPORT_PIDFD, O_RDONLY | O_CLOEXEC);
+        w->pidfds = w->fd >= 0;
+        if (w->fd < 0 && errno == EINVAL)
+                w->fd = fanotify_init(FAN_CLOEXEC | FAN_NONBLOCK | FAN_CLASS_NOTIF, O_RDONLY | O_CLOEXEC);
         if (w->fd < 0)
                 return -errno;
         return mark_all(w);
@@ -216,7 +222,7 @@ static int decode(ForeignWatch *w, const struct fanotify_event_metadata *m, int6
         if (n < 0)
                 return 0;
         path[n] = '\0';
-        *out = (ForeignWrite){ .own = (pid_t) m->pid == w->self };
+        *out = (ForeignWrite){ .own = (pid_t) m->pid == w->self, .pidfd = -1 };
         if (foreign_knob_of_path(path, &out->kind, &out->cpu, &out->state) < 0)
                 return 0;
         if (out->kind == KNOB_ONLINE) {
@@ -270,26 +276,65 @@ static void unknown_but_last(ForeignWrite *out, size_t n) {
         }
 }
 
+/* The pidfd an event comes with (close-on-exec now: the kernel makes it
+ * without), or -1. */
+static int event_pidfd(const struct fanotify_event_metadata *m) {
+        const char *p = (const char *) m + m->metadata_len, *end = (const char *) m + m->event_len;
+        while (p + sizeof(struct fanotify_event_info_pidfd) <= end) {
+                const struct fanotify_event_info_pidfd *info = (const void *) p;
+                if (info->hdr.len == 0)
+                        break;
+                if (info->hdr.info_type == FAN_EVENT_INFO_TYPE_PIDFD && info->pidfd >= 0) {
+                        (void) fcntl(info->pidfd, F_SETFD, FD_CLOEXEC);
+                        return info->pidfd;
+                }
+                p += info->hdr.len;
+        }
+        return -1;
+}
+
+void foreign_writes_close(ForeignWrite *fw, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (fw[i].pidfd >= 0) {
+                        close(fw[i].pidfd);
+                        fw[i].pidfd = -1;
+                }
+}
+
 int foreign_watch_read(ForeignWatch *w, int64_t now_realtime, int64_t now_monotonic, ForeignWrite *out, size_t max) {
-        struct fanotify_event_metadata buf[FOREIGN_BATCH];
+        /* One event is its metadata and, with pidfds, one pidfd record: max
+         * of them fill the read, never more than out has room for. */
+        const size_t event_size =
+                sizeof(struct fanotify_event_metadata) + (w->pidfds ? sizeof(struct fanotify_event_info_pidfd) : 0);
+        struct fanotify_event_metadata buf[FOREIGN_BATCH * 2];
         if (max > FOREIGN_BATCH)
                 max = FOREIGN_BATCH;
-        ssize_t len = read(w->fd, buf, max * sizeof(buf[0]));
+        ssize_t len = read(w->fd, buf, max * event_size);
         if (len < 0)
                 return errno == EAGAIN ? 0 : -errno;
         size_t k = 0;
         const struct fanotify_event_metadata *m = buf;
         for (; FAN_EVENT_OK(m, len); m = FAN_EVENT_NEXT(m, len)) {
-                if (m->vers != FANOTIFY_METADATA_VERSION)
+                if (m->vers != FANOTIFY_METADATA_VERSION) {
+                        foreign_writes_close(out, k);
                         return -EPROTO;
+                }
                 w->n_events++;
                 if (m->mask & FAN_Q_OVERFLOW)
                         w->n_overflows++;
+                int pidfd = event_pidfd(m);
                 if (m->fd >= 0) {
-                        if (k < max && decode(w, m, now_realtime, now_monotonic, &out[k]) > 0)
+                        if (k < max && decode(w, m, now_realtime, now_monotonic, &out[k]) > 0) {
+                                if (!out[k].own) {
+                                        out[k].pidfd = pidfd;
+                                        pidfd = -1;
+                                }
                                 k++;
+                        }
                         close(m->fd);
                 }
+                if (pidfd >= 0)
+                        close(pidfd);
         }
         unknown_but_last(out, k);
         return (int) k;

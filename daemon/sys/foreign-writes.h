@@ -70,12 +70,14 @@ typedef struct ForeignWrite {
         bool contested;       /* other processes wrote this file more than BURST_LIMIT times in the window */
         bool contest_news;    /* contested, and no Contested line about this file yet in this window */
         ForeignWriter writer; /* a copy (the table's pid is 0 after an own write) */
+        int pidfd;            /* the writer's, come with the event (FAN_REPORT_PIDFD): no pid reuse; -1 */
 } ForeignWrite;
 
 typedef struct ForeignWatch {
         int fd; /* fanotify; -1: not watching */
         char *sysfs_root;
         pid_t self;
+        bool pidfds;    /* events come with the writer's pidfd (FAN_REPORT_PIDFD, Linux 5.15) */
         CpuKnobs *cpus; /* by CPU number */
         uint32_t n_cpus;
         uint64_t n_events, n_own, n_foreign, n_overflows;
@@ -92,9 +94,13 @@ int foreign_watch_mark_cpu(ForeignWatch *w, uint32_t cpu);
  * into out, the table updated (an own write clears the file's writer). The
  * file is read once an event is read, not when it was written: of several
  * events for one file in the batch only the last gets the file's value, the
- * others' is FOREIGN_VALUE_UNKNOWN.
+ * others' is FOREIGN_VALUE_UNKNOWN. Where the kernel gives them, foreign
+ * writes carry the writer's pidfd: close them with foreign_writes_close().
  * Returns how many, 0 when nothing waits, or a negative errno. */
 int foreign_watch_read(ForeignWatch *w, int64_t now_realtime, int64_t now_monotonic, ForeignWrite *out, size_t max);
+
+/* Closes the pidfds that came with n writes of foreign_watch_read(). */
+void foreign_writes_close(ForeignWrite *fw, size_t n);
 
 /* The last foreign writer of cpu's resume latency file (state < 0) or of
  * its state's disable file: NULL when none (or pmqosd wrote it last). */
