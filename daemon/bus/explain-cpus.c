@@ -27,9 +27,8 @@ int explain_close_entry(sd_bus_message *reply) {
 int explain_append_writer(sd_bus_message *reply, const char *key, const ForeignWriter *w) {
         int r = explain_open_entry(reply, key, "a{sv}");
         if (r >= 0 && w)
-                r = sd_bus_message_append(reply, "a{sv}", 6, "pid", "u", w->pid, "comm", "s", w->comm, "unit", "s",
-                                          w->unit, "value", "s", w->value, "when", "x", w->when, "contested", "b",
-                                          (int) w->contested);
+                r = sd_bus_message_append(reply, "a{sv}", 5, "pid", "u", w->pid, "comm", "s", w->comm, "unit", "s",
+                                          w->unit, "value", "s", w->value, "when", "x", w->when);
         else if (r >= 0)
                 r = sd_bus_message_append(reply, "a{sv}", 0);
         return r < 0 ? r : explain_close_entry(reply);
