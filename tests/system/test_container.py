@@ -440,9 +440,9 @@ class TestStandinService(SystemTestCase):
         pid = int(self.c.sh("systemctl show -P MainPID pmqos-standin-test").stdout.strip() or 0)
         self.assertNotEqual(pid, 0)
         wait_for(lambda: kernel() == 57, what="the service's value at the kernel")
-        # The service's own: bound to its process, which the target and the
-        # reason name, with its comm and unit (pid and exec are the caller's,
-        # the stand-in's server).
+        # The service's own: bound to its process, which the target, the
+        # reason (with its comm and unit), pid and exec name, not the
+        # stand-in's server.
         mine = [r for r in self.requests() if r["target"].startswith("pid %d " % pid)]
         self.assertEqual(len(mine), 1, self.requests())
         r = mine[0]
@@ -450,8 +450,41 @@ class TestStandinService(SystemTestCase):
                                                                  "services (python3, pid %d, "
                                                                  "pmqos-standin-test.service)" % pid))
         self.assertIn("(/usr/bin/python3 -c import os, struct, time;", r["target"])
-        self.assertIn("pmqosctl run --reason services --serve /run/pmqos-standin", r["exec"])
+        self.assertEqual(r["pid"], pid)
+        self.assertTrue(r["exec"].startswith("/usr/bin/python3 -c import os, struct, time;"), r)
         self.c.sh("systemctl stop pmqos-standin-test", check=True)
         wait_for(lambda: kernel() == self.baseline, what="the bound to go with the service")
         self.assertEqual([r for r in self.requests() if r["target"].startswith("pid %d " % pid)], [])
         self.assertEqual(self.c.sh("systemctl is-active pmqos-standin").stdout.strip(), "active")
+
+
+class TestMetricsService(SystemTestCase):
+    """pmqos-metrics.service as shipped, started by the real systemd with its
+    sandbox: the text file where Debian's prometheus-node-exporter reads
+    (/var/lib/prometheus/node-exporter, root's, 0755) written whole, mode
+    0644, with pmqosd's figures; and the timer enabled as README says."""
+
+    DIR = "/var/lib/prometheus/node-exporter"
+
+    def tearDown(self):
+        self.c.sh("systemctl disable --now pmqos-metrics.timer; rm -rf /var/lib/prometheus")
+        super().tearDown()
+
+    def test_service_writes_the_textfile(self):
+        self.start()
+        r = self.busctl(NATIVE, "Request", "'sia{sv}'", "cpu_dma", "44", "1", "timeout", "u", "60")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.c.sh("mkdir -p -m 0755 %s" % self.DIR, check=True)
+        self.c.sh("systemctl start pmqos-metrics.service", check=True)
+        self.assertEqual(self.c.sh("systemctl show -P Result pmqos-metrics.service").stdout.strip(), "success")
+        st = self.c.sh("stat -c '%%a %%U' %s/pmqos.prom" % self.DIR, check=True).stdout.split()
+        self.assertEqual(st, ["644", "root"])
+        text = self.c.sh("cat %s/pmqos.prom" % self.DIR, check=True).stdout
+        self.assertRegex(text, r"(?m)^pmqos_requests 1$")
+        m = re.search(r"(?m)^pmqos_effective_latency_seconds (\S+)$", text)
+        self.assertIsNotNone(m, text)
+        self.assertAlmostEqual(float(m.group(1)), 44e-6)
+        self.assertEqual(self.c.sh("ls -A %s" % self.DIR).stdout.split(), ["pmqos.prom"])  # no temporary left
+        self.c.sh("systemctl enable --now pmqos-metrics.timer", check=True)
+        self.assertEqual(self.c.sh("systemctl is-active pmqos-metrics.timer").stdout.strip(), "active")
+
