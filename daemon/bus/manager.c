@@ -42,6 +42,13 @@ void manager_drop_owner(Manager *m, RequestOwner *owner, const char *who) {
         int r = core_drop_owner(&m->core, owner, &changes);
         if (r < 0)
                 log_error_errno(r, "Cannot lift the requests of %s from %s: %m", who, m->core.sink.path);
+        /* The bound lifted: a process woken by that write (one watching the
+         * device, or asleep until it reads back lower) is put on this CPU
+         * beside its waker and would wait behind the signals and the
+         * bookkeeping below; it runs first. Once per departure, and only
+         * then: a system call when nobody waits. */
+        if (changes.latency || changes.wakeup)
+                (void) sched_yield();
         publish_now(&m->pub, &changes);
         /* That bookkeeping takes a few hundred µs for a thousand requests; the
          * bus, and whoever waits for LatencyChanged, were just woken and run

@@ -77,12 +77,14 @@ static void unwatch(Hold *h) {
  * once told to let go; nobody else ever has this end). When a thousand
  * processes die holding ten thousand, the epoll_ctl() saved for each is a
  * third of the release (measured: all HUPs read in 21.6 → 15.4 ms, median of
- * 12). A pidfd or a cgroup's file is the caller's too, and may outlive ours:
- * those leave the set. */
+ * 12). A pidfd is one-shot too (its exit is reported once), but the caller's
+ * copy may outlive ours: it leaves the set in hold_free(), after the kernel
+ * write, not before it. A cgroup's file is watched on (another change is
+ * not its end): it leaves the set at once. */
 static void unwatch_fired(Hold *h) {
         if (h->kind == HOLD_FD)
                 h->watched = false;
-        else
+        else if (h->kind == HOLD_CGROUP)
                 unwatch(h);
 }
 
@@ -276,7 +278,7 @@ int hold_new_fd(Holds *hs, int fd, Hold **ret, int *ret_peer_fd) {
 }
 
 int hold_new_process(Holds *hs, int pidfd, Hold **ret) {
-        return hold_new(hs, HOLD_PROCESS, pidfd, -1, EPOLLIN, ret);
+        return hold_new(hs, HOLD_PROCESS, pidfd, -1, EPOLLIN | EPOLLONESHOT, ret);
 }
 
 /* h's cgroup's parent directory watched too, its inotify descriptor in the

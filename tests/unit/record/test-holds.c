@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Unit test of the holds (record/holds.c) with real pipes and pidfds and no
  * bus: a Hold() pipe ends when the last copy of its write end is closed and
- * not before; a process hold when its process dies; holds that end together
+ * not before; a process hold when its process dies (its pidfd
+ * leaving the epoll set only when freed, after ended()); holds that end together
  * (more than one epoll batch) end in one call; a hold freed otherwise (its
  * request cancelled) leaves the epoll set; cgroup.events read; the service
  * manager's descriptor store, a datagram socket of the test's own standing
@@ -26,11 +27,27 @@
 #include "record/holds.h"
 #include "unit.h"
 
-/* What ended() was told: how many calls, how many holds in all, the last list's first. */
+/* What ended() was told: how many calls, how many holds in all, the last
+ * list's first, how many process holds were still in the epoll set then. */
 typedef struct Ended {
-        unsigned calls, holds;
+        unsigned calls, holds, processes_in_set;
         Hold *first;
 } Ended;
+
+/* Whether fd is in the epoll set epoll_fd, from its fdinfo ("tfd: N" a line). */
+static bool in_set(int epoll_fd, int fd) {
+        char path[64], line[256];
+        bool found = false;
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epoll_fd);
+        FILE *f = fopen(path, "re");
+        ck_assert_ptr_nonnull(f);
+        while (!found && fgets(line, sizeof(line), f)) {
+                int tfd;
+                found = sscanf(line, "tfd: %d", &tfd) == 1 && tfd == fd;
+        }
+        fclose(f);
+        return found;
+}
 
 static void on_ended(Hold *first, void *userdata) {
         Ended *got = userdata;
@@ -39,6 +56,8 @@ static void on_ended(Hold *first, void *userdata) {
         for (Hold *h = first; h; h = h->ended_next) {
                 ck_assert(h->ending);
                 got->holds++;
+                if (h->kind == HOLD_PROCESS && in_set(h->holds->epoll_fd, h->fd))
+                        got->processes_in_set++;
         }
 }
 
@@ -184,6 +203,33 @@ START_TEST(test_cancelled_request_frees_its_hold) {
         ck_assert_int_eq(run_ready(), 0);
         ck_assert_uint_eq(got.calls, 0);
         store_done(&store);
+}
+END_TEST
+
+/* An exit release makes no system call of its own before ended() (where
+ * the kernel is written): the pidfd is one-shot and leaves the set when its
+ * hold is freed, after — out then though the caller keeps a copy open. */
+START_TEST(test_exited_process_leaves_the_set_after_ended) {
+        pid_t child = fork_sleeper();
+        int pidfd = open_pidfd(child);
+        if (pidfd < 0)
+                return;
+        int mine = dup(pidfd);
+        ck_assert_int_ge(mine, 0);
+        Hold *h = NULL;
+        ck_assert_int_eq(hold_new_process(&hs, pidfd, &h), 0);
+        ck_assert(in_set(hs.epoll_fd, pidfd));
+        ck_assert_int_eq(kill(child, SIGKILL), 0);
+        run_until_event();
+        ck_assert_uint_eq(got.calls, 1);
+        ck_assert_uint_eq(got.processes_in_set, 1);
+        ck_assert_uint_eq(hs.n, 0);
+        ck_assert(!fd_open(pidfd));
+        ck_assert(!in_set(hs.epoll_fd, pidfd)); /* listed by that number while the caller's copy is open */
+        ck_assert_int_eq(run_ready(), 0);
+        ck_assert_uint_eq(got.calls, 1);
+        ck_assert_int_eq(waitpid(child, NULL, 0), child);
+        close(mine);
 }
 END_TEST
 
@@ -403,6 +449,7 @@ int main(void) {
         tcase_add_test(tc, test_process_ends_when_it_dies);
         tcase_add_test(tc, test_holds_ending_together_end_in_one_call);
         tcase_add_test(tc, test_cancelled_request_frees_its_hold);
+        tcase_add_test(tc, test_exited_process_leaves_the_set_after_ended);
         tcase_add_test(tc, test_freed_process_hold_leaves_the_set);
         tcase_add_test(tc, test_cgroup_events_populated);
         tcase_add_test(tc, test_cgroup_without_events_is_refused);
