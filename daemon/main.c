@@ -288,7 +288,11 @@ static int run(int argc, char *argv[]) {
         /* State is loaded and the name is ours: clients can be served. */
         publish_status(&m->pub);
         (void) sd_notify(false, "READY=1");
-        return run_finish(&m, &custody, bus, sd_event_loop(event));
+        /* No synchronous bus call on the loop from here: the gate reads on it. */
+        (void) bus_gate_attach_event(gate, event);
+        r = sd_event_loop(event);
+        bus_gate_detach_event(gate);
+        return run_finish(&m, &custody, bus, r);
 }
 
 int main(int argc, char *argv[]) {

@@ -22,37 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#define GATE_MAX_FDS FD_SORTER_BATCH
-
-struct BusGate {
-        int bus_fd;     /* a copy of the bus socket: sd-bus writes to it, the gate alone reads */
-        int forward;    /* the gate's end of the pair; sd-bus reads the other */
-        int sd_input;   /* that other end, sd-bus's */
-        int stop[2];    /* written by bus_gate_free() */
-        int kept_fd[4]; /* stand for a descriptor the sorter kept: a regular file, a socket, a directory, /dev/null */
-        int refused_fd; /* an eventfd: stands for one dropped unseen, the sorters full */
-        dev_t refused_dev;
-        ino_t refused_ino;
-        FdSorter sorter;
-        pid_t retired[GATE_MAX_RETIRED];
-        GateUids uids;
-        pthread_t thread;
-        bool running, authenticated, dropped;
-        bool drained; /* the last read took less than asked: wait before peeking again */
-        bool sorter_was_ready;
-        uint8_t *buf; /* read, not yet forwarded: at most one message not whole, at the end */
-        size_t len, cap;
-        int fds[GATE_MAX_FDS];    /* the first message's: a copy of a safe one, or -1 for one kept */
-        char kinds[GATE_MAX_FDS]; /* of those kept */
-        size_t n_fds;
-        uint8_t peek[FD_SORTER_CHUNK];
-};
 
 static int buffer_reserve(BusGate *g, size_t more) {
         if (g->cap - g->len >= more)
@@ -122,29 +95,31 @@ static int forward_with_fds(BusGate *g, size_t size) {
         return r;
 }
 
-/* Every whole message read: the first alone if it has descriptors, the
- * others (which cannot) in one write. */
-static int forward_ready(BusGate *g) {
+/* Every whole message read (up to limit bytes): the first alone if it has
+ * descriptors, the others (which cannot) in one write. */
+int gate_forward_ready(BusGate *g, size_t limit) {
         int64_t size = dbus_message_size(g->buf, g->len);
         if (size > 0 && (uint64_t) size <= g->len && (g->n_fds > 0 || g->dropped)) {
+                if ((uint64_t) size > limit)
+                        return 1;
                 int r = forward_with_fds(g, (size_t) size);
                 if (r < 0)
                         return r;
         }
         size_t off = 0;
-        while ((size = dbus_message_size(g->buf + off, g->len - off)) > 0 && (uint64_t) size <= g->len - off)
+        while ((size = dbus_message_size(g->buf + off, g->len - off)) > 0 && (uint64_t) size <= g->len - off &&
+               (uint64_t) size <= limit - off)
                 off += (size_t) size;
         if (size < 0)
                 return log_error_errno((int) size, "The bus sent a message no bus sends; leaving it.");
-        if (off == 0)
-                return 0;
-        int r = write_all(g, g->buf, off, NULL, 0);
+        int r = off > 0 ? write_all(g, g->buf, off, NULL, 0) : 0;
         buffer_consume(g, off);
-        return r;
+        if (r < 0)
+                return r;
+        return size > 0 && (uint64_t) size <= g->len; /* a whole one past the limit */
 }
 
-/* Reads n bytes, with no room for descriptors. */
-static int take_plain(BusGate *g, size_t n) {
+int gate_take_plain(BusGate *g, size_t n) {
         int r = buffer_reserve(g, n);
         if (r < 0)
                 return r;
@@ -200,7 +175,7 @@ static int take_with_fds(BusGate *g, size_t want) {
         uid_t uid = 0;
 
         if (!gate_uid_has_room(&g->uids, g->buf, g->len, g->peek, want, &uid))
-                return take_plain(g, want); /* its uid keeps all it may, or the sender is unknown */
+                return gate_take_plain(g, want); /* its uid keeps all it may, or the sender is unknown */
         bool ready = sorter_ready(g);
         if (ready != g->sorter_was_ready) /* said once each way: an attacker's flood is no flood of lines */
                 log_warning(ready ? "A descriptor sorter has room again."
@@ -208,14 +183,14 @@ static int take_with_fds(BusGate *g, size_t want) {
                                     "sorters keep all they may (their file systems do not answer).");
         g->sorter_was_ready = ready;
         if (!ready)
-                return take_plain(g, want);
+                return gate_take_plain(g, want);
         int r = fd_sorter_take(&g->sorter, g->bus_fd, want, &peeked, fds, kinds, &count);
         if (r < 0 || peeked == 0) {
                 /* Full from now on: replaced when a place for a retired one is free. */
                 log_error_errno(r, "The descriptor sorter failed: %m");
                 (void) kill(g->sorter.pid, SIGKILL);
                 g->sorter.kept = GATE_KEPT_PER_SORTER;
-                return take_plain(g, want);
+                return gate_take_plain(g, want);
         }
         for (size_t i = 0; i < count; i++) {
                 kept += fds[i] < 0;
@@ -226,19 +201,23 @@ static int take_with_fds(BusGate *g, size_t want) {
                         close(fds[i]);
         }
         (void) gate_uid_charge(&g->uids, g->sorter.pid, uid, (unsigned) kept);
-        return take_plain(g, peeked);
+        return gate_take_plain(g, peeked);
 }
 
-/* Waits for the bus socket: 1 readable, 0 told to stop. */
-static int wait_readable(BusGate *g) {
-        struct pollfd p[2] = { { .fd = g->bus_fd, .events = POLLIN }, { .fd = g->stop[0], .events = POLLIN } };
-        while (poll(p, 2, -1) < 0)
+/* Waits for the bus socket (or, the loop reading it, a kick or the bus
+ * hanging up): 1 readable or kicked, 0 told to stop or the bus gone. A
+ * kick is left for the thread's next turn. */
+static int wait_readable(BusGate *g, bool bus) {
+        struct pollfd p[3] = { { .fd = g->stop[0], .events = POLLIN },
+                               { .fd = g->kick, .events = POLLIN },
+                               { .fd = g->bus_fd, .events = bus ? POLLIN : 0 } };
+        while (poll(p, 3, -1) < 0)
                 if (errno != EINTR)
                         return -errno;
-        return p[1].revents ? 0 : 1;
+        return p[0].revents || (!bus && (p[2].revents & (POLLHUP | POLLERR))) ? 0 : 1;
 }
 
-static ssize_t peek(BusGate *g, size_t want, bool *ret_ctrunc) {
+ssize_t gate_peek(BusGate *g, size_t want, bool *ret_ctrunc) {
         struct iovec iov = { .iov_base = g->peek, .iov_len = want };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
         ssize_t n = recvmsg(g->bus_fd, &mh, MSG_PEEK | MSG_DONTWAIT);
@@ -263,24 +242,24 @@ static int64_t first_size(BusGate *g, size_t n) {
 static int step(BusGate *g) {
         size_t want = FD_SORTER_CHUNK;
         bool ctrunc = false;
-        int r = forward_ready(g);
+        int r = gate_forward_ready(g, SIZE_MAX);
         if (r < 0)
                 return r;
         if (g->drained) {
                 g->drained = false;
-                r = wait_readable(g);
+                r = wait_readable(g, true);
                 if (r <= 0)
                         return r;
         }
         for (;;) {
-                ssize_t n = peek(g, want, &ctrunc);
+                ssize_t n = gate_peek(g, want, &ctrunc);
                 if (n == -EAGAIN || n == -EINTR)
-                        return wait_readable(g);
+                        return wait_readable(g, true);
                 if (n <= 0)
                         return (int) n; /* the bus hung up, or failed */
                 if (!ctrunc) {
                         g->drained = (size_t) n < want;
-                        return take_plain(g, (size_t) n);
+                        return gate_take_plain(g, (size_t) n);
                 }
                 /* Descriptors ride on these bytes: the first message's, unless it ends before. */
                 int64_t size = first_size(g, (size_t) n);
@@ -297,16 +276,16 @@ static int step(BusGate *g) {
 /* The broker's SASL lines, passed on as they are, until its last. */
 static int step_auth(BusGate *g) {
         bool ctrunc;
-        ssize_t n = peek(g, FD_SORTER_CHUNK, &ctrunc);
+        ssize_t n = gate_peek(g, FD_SORTER_CHUNK, &ctrunc);
         if (n == -EAGAIN || n == -EINTR)
-                return wait_readable(g);
+                return wait_readable(g, true);
         if (n <= 0)
                 return (int) n;
         const uint8_t *nl = memchr(g->peek, '\n', (size_t) n);
         if (!nl)
-                return g->len + (size_t) n > 4096 ? -EPROTO : take_plain(g, (size_t) n);
+                return g->len + (size_t) n > 4096 ? -EPROTO : gate_take_plain(g, (size_t) n);
         size_t line = (size_t) (nl - g->peek) + 1;
-        int r = take_plain(g, line);
+        int r = gate_take_plain(g, line);
         if (r <= 0)
                 return r;
         size_t end = g->len >= 2 && g->buf[g->len - 2] == '\r' ? g->len - 2 : g->len - 1;
@@ -316,14 +295,46 @@ static int step_auth(BusGate *g) {
         return r < 0 ? r : 1;
 }
 
+/* Whether the thread owns the gate; it gives it to the loop that asks. */
+static bool thread_turn(BusGate *g) {
+        eventfd_t v;
+        (void) eventfd_read(g->kick, &v);
+        pthread_mutex_lock(&g->lock);
+        if (g->want_loop && !g->on_loop && !g->handed && g->authenticated) {
+                g->on_loop = true;
+                pthread_cond_broadcast(&g->changed);
+        }
+        bool mine = !g->on_loop;
+        pthread_mutex_unlock(&g->lock);
+        return mine;
+}
+
+/* After a turn the loop handed over (a message with descriptors, or one
+ * past what the loop forwards): the gate back to the loop, if it runs. */
+static void hand_back(BusGate *g) {
+        pthread_mutex_lock(&g->lock);
+        bool back = g->handed && g->want_loop;
+        g->handed = false;
+        g->on_loop = g->on_loop || back;
+        pthread_mutex_unlock(&g->lock);
+        if (back)
+                gate_kick(g->back);
+}
+
 static void *gate_thread(void *userdata) {
         BusGate *g = userdata;
-        int r;
-        do
-                r = g->authenticated ? step(g) : step_auth(g);
-        while (r > 0);
+        int r = 1;
+        while (r > 0)
+                if (!thread_turn(g))
+                        r = wait_readable(g, false);
+                else if ((r = g->authenticated ? step(g) : step_auth(g)) > 0)
+                        hand_back(g);
         if (r < 0)
                 log_error_errno(r, "Cannot read the bus: %m");
+        pthread_mutex_lock(&g->lock);
+        g->exited = true;
+        pthread_cond_broadcast(&g->changed);
+        pthread_mutex_unlock(&g->lock);
         (void) shutdown(g->forward, SHUT_WR); /* sd-bus sees the bus go */
         return NULL;
 }
@@ -365,6 +376,8 @@ static int gate_new(BusGate **ret) {
                         .forward = -1,
                         .sd_input = -1,
                         .stop = { -1, -1 },
+                        .lock = PTHREAD_MUTEX_INITIALIZER,
+                        .changed = PTHREAD_COND_INITIALIZER,
                         .sorter.ctl = -1,
                         .sorter_was_ready = true };
         g->kept_fd[0] = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
@@ -372,9 +385,11 @@ static int gate_new(BusGate **ret) {
         g->kept_fd[2] = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         g->kept_fd[3] = open("/dev/null", O_RDWR | O_CLOEXEC);
         g->refused_fd = eventfd(0, EFD_CLOEXEC);
+        g->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        g->back = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (g->kept_fd[0] < 0 || g->kept_fd[1] < 0 || g->kept_fd[2] < 0 || g->kept_fd[3] < 0 || g->refused_fd < 0 ||
-            fstat(g->refused_fd, &st) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0 ||
-            pipe2(g->stop, O_CLOEXEC) < 0) {
+            g->kick < 0 || g->back < 0 || fstat(g->refused_fd, &st) < 0 ||
+            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0 || pipe2(g->stop, O_CLOEXEC) < 0) {
                 int r = errno > 0 ? -errno : -EIO;
                 if (pair[0] >= 0)
                         close(pair[0]), close(pair[1]);
@@ -464,24 +479,14 @@ BusGate *bus_gate_free(BusGate *g) {
                         close(g->fds[i]);
         (void) fd_sorter_retire(&g->sorter);
         gate_uids_done(&g->uids);
-        int fds[] = { g->bus_fd,     g->forward,    g->stop[0],    g->stop[1],   g->kept_fd[0],
-                      g->kept_fd[1], g->kept_fd[2], g->kept_fd[3], g->refused_fd };
+        int fds[] = { g->bus_fd,     g->forward,    g->stop[0],    g->stop[1],    g->kick,      g->back,
+                      g->kept_fd[0], g->kept_fd[1], g->kept_fd[2], g->kept_fd[3], g->refused_fd };
         for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
                 if (fds[i] >= 0)
                         close(fds[i]);
         free(g->buf);
+        pthread_mutex_destroy(&g->lock);
+        pthread_cond_destroy(&g->changed);
         free(g);
         return NULL;
-}
-
-bool bus_gate_is_refused(const BusGate *g, int fd) {
-        struct stat st;
-        /* Only pidfds, cgroup2 files and the stand-ins reach sd-bus: fstat() cannot wait. */
-        return g && fstat(fd, &st) >= 0 && st.st_dev == g->refused_dev && st.st_ino == g->refused_ino;
-}
-
-bool bus_gate_input_waiting(const BusGate *g) {
-        int n = 0, m = 0;
-        return g &&
-               ((ioctl(g->sd_input, FIONREAD, &n) >= 0 && n > 0) || (ioctl(g->bus_fd, FIONREAD, &m) >= 0 && m > 0));
 }
