@@ -54,7 +54,7 @@ static void print_holder(const pmqos_ledger_row *row) {
                 if (comm && comm[0])
                         printf(" (%s%s%s)", comm, unit && unit[0] ? ", " : "", unit && unit[0] ? unit : "");
         } else if (strcmp(row->kind, "external") == 0)
-                printf("another holder of the device");
+                printf("another program (holding the device, or writing a CPU's file)");
         else
                 printf("the %s", row->kind);
         free(comm);

@@ -172,9 +172,18 @@ int status_check(const pmqos_explanation *e) {
                         continue;
                 char *t = term_text(row.resume_latency);
                 print_cpu_numbers(row.cpus, row.n_cpus);
-                printf(": pm_qos_resume_latency_us holds \"%s\", not what pmqosd wrote: written by someone else\n",
-                       t ?: "?");
+                printf(": pm_qos_resume_latency_us holds \"%s\", not what pmqosd wrote: written by ", t ?: "?");
                 free(t);
+                /* The writer pmqosd named (Explain()'s foreign_writer), if it saw the write. */
+                const pmqos_cpu_custody_info *c = e->n_cpus > 0 ? pmqos_explanation_custody(e, i) : NULL;
+                if (c && c->foreign_writer.pid != 0) {
+                        char *comm = term_text(c->foreign_writer.comm), *unit = term_text(c->foreign_writer.unit);
+                        printf("pid %" PRIu32 " (%s%s%s)\n", c->foreign_writer.pid, comm ?: "?",
+                               unit && unit[0] ? ", " : "", unit && unit[0] ? unit : "");
+                        free(comm);
+                        free(unit);
+                } else
+                        printf("someone else\n");
                 mismatches++;
         }
         mismatches += check_obeyed(e);
