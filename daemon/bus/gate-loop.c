@@ -5,9 +5,11 @@
  * does for a request). The thread keeps what may wait — a message with
  * descriptors (the sorter, the uid asked of the bus) — and one larger
  * than the loop forwards, and feeds sd-bus before and after the loop,
- * where pmqosd's synchronous calls are. The loop reads the bus after
- * sd-bus has read all it was given (a lower priority), so its write of at
- * most GATE_LOOP_WRITE bytes always finds room in the pair. A bus that
+ * where pmqosd's synchronous calls are. The loop reads the bus, and takes
+ * the gate back from the thread, only after sd-bus has read all it was
+ * given (both sources below sd-bus's priority), and writes only when the
+ * pair has room for all a turn may write (at most 3 × GATE_LOOP_WRITE):
+ * else the thread writes, which may wait for sd-bus. A bus that
  * hangs up wakes the thread (sd-bus's own turns, on the socket's hang-up,
  * would starve the loop's), which tells sd-bus. */
 #include "bus/gate.h"
@@ -16,6 +18,7 @@
 #include <errno.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -42,10 +45,24 @@ static int loop_failed(BusGate *g, int r) {
         return 0;
 }
 
+/* Whether the pair has room for all a turn may write (3 × GATE_LOOP_WRITE:
+ * what the thread left, a message with descriptors among it, and one read)
+ * with the kernel's overhead on top: a write on the loop that waited for
+ * room would wait for sd-bus, which reads on this loop, for ever. */
+static bool pair_has_room(const BusGate *g) {
+        int queued = 0;
+        if (ioctl(g->forward, SIOCOUTQ, &queued) < 0 || queued < 0)
+                return false;
+        return (size_t) g->pair_sndbuf >= (size_t) queued + 4 * GATE_LOOP_WRITE;
+}
+
 /* What is whole to sd-bus, then one read: a message with descriptors, or
- * more than the loop writes, to the thread. */
+ * more than the loop writes, to the thread; so is a turn the pair has no
+ * room for (the thread may wait for sd-bus to read). */
 static int pump(BusGate *g) {
         bool ctrunc = false;
+        if (!pair_has_room(g))
+                return hand_to_thread(g);
         int r = gate_forward_ready(g, GATE_LOOP_WRITE);
         if (r != 0)
                 return r < 0 ? loop_failed(g, r) : hand_to_thread(g);
@@ -95,6 +112,8 @@ int bus_gate_attach_event(BusGate *g, sd_event *e) {
         if (r >= 0)
                 r = sd_event_source_set_priority(g->io, SD_EVENT_PRIORITY_NORMAL + 1);
         if (r >= 0)
+                r = sd_event_source_set_priority(g->back_source, SD_EVENT_PRIORITY_NORMAL + 1);
+        if (r >= 0)
                 r = sd_event_source_set_enabled(g->io, SD_EVENT_OFF);
         if (r < 0) {
                 bus_gate_detach_event(g);
@@ -103,16 +122,11 @@ int bus_gate_attach_event(BusGate *g, sd_event *e) {
         pthread_mutex_lock(&g->lock);
         g->want_loop = true;
         pthread_mutex_unlock(&g->lock);
+        /* No waiting here for the thread, which may be waiting for sd-bus to
+         * read the pair: it kicks back when it gives the gate, and on_back
+         * takes it in the loop's turn. */
         gate_kick(g->kick);
-        pthread_mutex_lock(&g->lock);
-        while (!g->on_loop && !g->exited)
-                pthread_cond_wait(&g->changed, &g->lock);
-        bool mine = g->on_loop;
-        pthread_mutex_unlock(&g->lock);
-        if (!mine)
-                return 0; /* the bus went: sd-bus sees it */
-        (void) sd_event_source_set_enabled(g->io, SD_EVENT_ON);
-        return pump(g);
+        return 0;
 }
 
 void bus_gate_detach_event(BusGate *g) {

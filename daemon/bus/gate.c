@@ -9,6 +9,7 @@
  * kernel's reference, never the last one. A message goes to sd-bus whole,
  * with as many descriptors as its UNIX_FDS field says. */
 #include "bus/gate.h"
+#include "bus/gate-buffer.h"
 #include "bus/gate-uids.h"
 #include "sys/fd-sorter.h"
 #include "util/dbus-wire.h"
@@ -26,22 +27,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-static int buffer_reserve(BusGate *g, size_t more) {
-        if (g->cap - g->len >= more)
-                return 0;
-        size_t cap = g->len + more > 2 * g->cap ? g->len + more : 2 * g->cap;
-        uint8_t *p = realloc(g->buf, cap);
-        if (!p)
-                return -ENOMEM;
-        g->buf = p, g->cap = cap;
-        return 0;
-}
-
-static void buffer_consume(BusGate *g, size_t n) {
-        memmove(g->buf, g->buf + n, g->len - n);
-        g->len -= n;
-}
 
 /* All of p[0..n) to sd-bus, the descriptors with the first byte. */
 static int write_all(BusGate *g, const uint8_t *p, size_t n, const int *fds, size_t n_fds) {
@@ -91,7 +76,7 @@ static int forward_with_fds(BusGate *g, size_t size) {
                 if (g->fds[i] >= 0)
                         close(g->fds[i]); /* a pidfd or a cgroup2 file: never waits */
         g->n_fds = 0, g->dropped = false;
-        buffer_consume(g, size);
+        gate_buffer_consume(g->buf, &g->len, size);
         return r;
 }
 
@@ -113,14 +98,14 @@ int gate_forward_ready(BusGate *g, size_t limit) {
         if (size < 0)
                 return log_error_errno((int) size, "The bus sent a message no bus sends; leaving it.");
         int r = off > 0 ? write_all(g, g->buf, off, NULL, 0) : 0;
-        buffer_consume(g, off);
+        gate_buffer_consume(g->buf, &g->len, off);
         if (r < 0)
                 return r;
         return size > 0 && (uint64_t) size <= g->len; /* a whole one past the limit */
 }
 
 int gate_take_plain(BusGate *g, size_t n) {
-        int r = buffer_reserve(g, n);
+        int r = gate_buffer_reserve(&g->buf, &g->cap, g->len, n);
         if (r < 0)
                 return r;
         struct iovec iov = { .iov_base = g->buf + g->len, .iov_len = n };
@@ -300,12 +285,15 @@ static bool thread_turn(BusGate *g) {
         eventfd_t v;
         (void) eventfd_read(g->kick, &v);
         pthread_mutex_lock(&g->lock);
+        bool given = false;
         if (g->want_loop && !g->on_loop && !g->handed && g->authenticated) {
-                g->on_loop = true;
+                g->on_loop = given = true;
                 pthread_cond_broadcast(&g->changed);
         }
         bool mine = !g->on_loop;
         pthread_mutex_unlock(&g->lock);
+        if (given)
+                gate_kick(g->back); /* the loop takes it in a turn of its own, after sd-bus's */
         return mine;
 }
 
@@ -398,6 +386,7 @@ static int gate_new(BusGate **ret) {
         }
         g->refused_dev = st.st_dev, g->refused_ino = st.st_ino;
         g->forward = pair[0], g->sd_input = pair[1];
+        g->pair_sndbuf = gate_pair_sndbuf(g->forward);
         *ret = g;
         return 0;
 }

@@ -54,14 +54,15 @@ bool bus_gate_input_waiting(const BusGate *g);
 #define GATE_MAX_FDS FD_SORTER_BATCH
 
 struct BusGate {
-        int bus_fd;     /* a copy of the bus socket: sd-bus writes to it, the gate alone reads */
-        int forward;    /* the gate's end of the pair; sd-bus reads the other */
-        int sd_input;   /* that other end, sd-bus's */
-        int stop[2];    /* written by bus_gate_free() */
-        int kick;       /* an eventfd: the thread looks at who owns the gate */
-        int back;       /* an eventfd: the thread gave the gate back to the loop */
-        int kept_fd[4]; /* stand for a descriptor the sorter kept: a regular file, a socket, a directory, /dev/null */
-        int refused_fd; /* an eventfd: stands for one dropped unseen, the sorters full */
+        int bus_fd;      /* a copy of the bus socket: sd-bus writes to it, the gate alone reads */
+        int forward;     /* the gate's end of the pair; sd-bus reads the other */
+        int sd_input;    /* that other end, sd-bus's */
+        int pair_sndbuf; /* the pair's send buffer (SO_SNDBUF): what the loop may fill */
+        int stop[2];     /* written by bus_gate_free() */
+        int kick;        /* an eventfd: the thread looks at who owns the gate */
+        int back;        /* an eventfd: the thread gave the gate back to the loop */
+        int kept_fd[4];  /* stand for a descriptor the sorter kept: a regular file, a socket, a directory, /dev/null */
+        int refused_fd;  /* an eventfd: stands for one dropped unseen, the sorters full */
         dev_t refused_dev;
         ino_t refused_ino;
         FdSorter sorter;

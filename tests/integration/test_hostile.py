@@ -131,6 +131,33 @@ class TestHostile(BrokerTestCase):
         other.cancel(cookie)
         self.assertEqual(other.latency(), 777)
 
+    def test_a_stream_of_large_calls_stalls_nothing(self):
+        """3,000 calls of 40 KB each that want no reply, as fast as the bus
+        takes them: each one is forwarded to sd-bus by the gate on pmqosd's
+        loop, which must never wait for room in the pair sd-bus reads on
+        that same loop (it did: the gate's turn came before sd-bus's, filled
+        the pair and waited for ever, SIGTERM unserved). Afterwards pmqosd
+        answers at once and a request still reaches the kernel."""
+        keeper = self.client()
+        keep = keeper.request(777)
+        c = self.bus.connect()
+        body = GLib.Variant("(s)", ("x" * 40000,))
+        for _ in range(3000):
+            msg = Gio.DBusMessage.new_method_call(BUS_NAME, PATH, QOS_IFACE, "GetLatency")
+            msg.set_body(body)
+            msg.set_flags(Gio.DBusMessageFlags.NO_REPLY_EXPECTED)
+            c.conn.send_message(msg, Gio.DBusSendMessageFlags.NONE)
+        c.conn.flush_sync(None)
+        # Answered while the stream is read (a stalled pmqosd answers never).
+        self.assertEqual(keeper.latency(), 777)
+        c.close()
+        other = self.client()
+        cookie = other.request(555)
+        self.assertEqual(other.latency(), 555)
+        self.assertKernelAtMost(555)
+        other.cancel(cookie)
+        self.assertEqual([r[0] for r in keeper.requests()], [keep])
+
 
 if __name__ == "__main__":
     main()
