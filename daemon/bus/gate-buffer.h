@@ -14,6 +14,7 @@
 int gate_buffer_reserve(uint8_t **buf, size_t *cap, size_t len, size_t more);
 /* The first n of *len bytes of buf gone. */
 void gate_buffer_consume(uint8_t *buf, size_t *len, size_t n);
-/* fd's send buffer raised to GATE_PAIR_SNDBUF (SO_SNDBUFFORCE while root,
- * else SO_SNDBUF up to wmem_max): what it got, 0 if unknown. */
+/* fd's send buffer raised to GATE_PAIR_SNDBUF (SO_SNDBUFFORCE with
+ * CAP_NET_ADMIN, else SO_SNDBUF up to net.core.wmem_max): what it got as
+ * the kernel counts it (doubled), 0 if unknown. */
 int gate_pair_sndbuf(int fd);
