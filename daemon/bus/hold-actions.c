@@ -84,7 +84,8 @@ static int add_held(Manager *m, sd_bus_message *message, const Client *c, const 
         ChangeSet changes;
 
         Request *req = new_request(m, c, nr);
-        if (!req || (exec && name_after_target(req, c, t, exec, &asker) < 0)) {
+        if (!req || (t && t->kind == TARGET_PROCESS && name_after_process(req, h->fd, t->pid) < 0) ||
+            (exec && name_after_target(req, c, t, exec, &asker) < 0)) {
                 request_free(req);
                 free(target);
                 hold_free(h);
@@ -95,11 +96,6 @@ static int add_held(Manager *m, sd_bus_message *message, const Client *c, const 
         if (t) {
                 req->target_pid = t->pid;
                 req->target_key = t->kind == TARGET_PROCESS ? t->start_time : t->cgroup_id;
-        }
-        if (t && t->kind == TARGET_PROCESS && name_after_process(req, h->fd, t->pid) < 0) {
-                request_free(req);
-                hold_free(h);
-                return -ENOMEM;
         }
         uint32_t cookie = req->cookie;
         int r = core_add_for(&m->core, req, &h->owner, asker, &changes);
