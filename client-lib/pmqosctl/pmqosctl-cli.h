@@ -48,6 +48,8 @@ void password_agent_open(void);
 void password_agent_close(void);
 /* Text from the broker made safe for a terminal (malloc'd). */
 char *term_text(const char *s);
+/* A writer of a per-CPU file, as status names it: "pid N (comm, unit)". */
+void print_writer_who(const pmqos_writer_info *w);
 /* How many terminal columns s takes (UTF-8, wide characters counted twice). */
 int text_columns(const char *s);
 /* The value grammar (parse-value.h): µs bare or with a unit ("50", "2ms"),

@@ -117,3 +117,11 @@ void format_usec(int32_t v, char *buf, size_t size) {
         else
                 snprintf(buf, size, "%" PRIi32 " µs", v);
 }
+
+void print_writer_who(const pmqos_writer_info *w) {
+        char *comm = term_text(w->comm), *unit = term_text(w->unit);
+        printf("pid %" PRIu32 " (%s%s%s)", w->pid, comm ?: "?", unit && unit[0] ? ", " : "",
+               unit && unit[0] ? unit : "");
+        free(comm);
+        free(unit);
+}

@@ -176,14 +176,11 @@ int status_check(const pmqos_explanation *e) {
                 free(t);
                 /* The writer pmqosd named (Explain()'s foreign_writer), if it saw the write. */
                 const pmqos_cpu_custody_info *c = e->n_cpus > 0 ? pmqos_explanation_custody(e, i) : NULL;
-                if (c && c->foreign_writer.pid != 0) {
-                        char *comm = term_text(c->foreign_writer.comm), *unit = term_text(c->foreign_writer.unit);
-                        printf("pid %" PRIu32 " (%s%s%s)\n", c->foreign_writer.pid, comm ?: "?",
-                               unit && unit[0] ? ", " : "", unit && unit[0] ? unit : "");
-                        free(comm);
-                        free(unit);
-                } else
-                        printf("someone else\n");
+                if (c && c->foreign_writer.pid != 0)
+                        print_writer_who(&c->foreign_writer);
+                else
+                        printf("someone else");
+                printf("\n");
                 mismatches++;
         }
         mismatches += check_obeyed(e);

@@ -30,7 +30,7 @@ static bool same_write(const pmqos_writer_info *a, const pmqos_writer_info *b) {
 static void flush_line(WriterLine *l, bool *first) {
         if (l->n == 0)
                 return;
-        char *comm = term_text(l->w->comm), *unit = term_text(l->w->unit), *value = term_text(l->w->value);
+        char *value = term_text(l->w->value);
         char *state = l->state ? term_text(l->state) : NULL;
         printf(*first ? "\nWriters:  " : "          ");
         *first = false;
@@ -39,10 +39,9 @@ static void flush_line(WriterLine *l, bool *first) {
                 printf(" %s disable", state ?: "?");
         else
                 printf(" pm_qos_resume_latency_us");
-        printf(" \"%s\" written by pid %" PRIu32 " (%s%s%s)\n", value ?: "?", l->w->pid, comm ?: "?",
-               unit && unit[0] ? ", " : "", unit && unit[0] ? unit : "");
-        free(comm);
-        free(unit);
+        printf(" \"%s\" written by ", value ?: "?");
+        print_writer_who(l->w);
+        printf("\n");
         free(value);
         free(state);
         l->n = 0;
