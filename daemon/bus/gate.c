@@ -286,10 +286,8 @@ static bool thread_turn(BusGate *g) {
         (void) eventfd_read(g->kick, &v);
         pthread_mutex_lock(&g->lock);
         bool given = false;
-        if (g->want_loop && !g->on_loop && !g->handed && g->authenticated) {
+        if (g->want_loop && !g->on_loop && !g->handed && g->authenticated)
                 g->on_loop = given = true;
-                pthread_cond_broadcast(&g->changed);
-        }
         bool mine = !g->on_loop;
         pthread_mutex_unlock(&g->lock);
         if (given)
@@ -319,10 +317,6 @@ static void *gate_thread(void *userdata) {
                         hand_back(g);
         if (r < 0)
                 log_error_errno(r, "Cannot read the bus: %m");
-        pthread_mutex_lock(&g->lock);
-        g->exited = true;
-        pthread_cond_broadcast(&g->changed);
-        pthread_mutex_unlock(&g->lock);
         (void) shutdown(g->forward, SHUT_WR); /* sd-bus sees the bus go */
         return NULL;
 }
@@ -365,7 +359,6 @@ static int gate_new(BusGate **ret) {
                         .sd_input = -1,
                         .stop = { -1, -1 },
                         .lock = PTHREAD_MUTEX_INITIALIZER,
-                        .changed = PTHREAD_COND_INITIALIZER,
                         .sorter.ctl = -1,
                         .sorter_was_ready = true };
         g->kept_fd[0] = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
@@ -475,7 +468,6 @@ BusGate *bus_gate_free(BusGate *g) {
                         close(fds[i]);
         free(g->buf);
         pthread_mutex_destroy(&g->lock);
-        pthread_cond_destroy(&g->changed);
         free(g);
         return NULL;
 }

@@ -69,9 +69,8 @@ struct BusGate {
         pid_t retired[GATE_MAX_RETIRED];
         GateUids uids;
         pthread_t thread;
-        pthread_mutex_t lock; /* the four below */
-        pthread_cond_t changed;
-        bool want_loop, on_loop, handed, exited;
+        pthread_mutex_t lock; /* the three below */
+        bool want_loop, on_loop, handed;
         sd_event_source *io, *back_source; /* the loop's, while it may read */
         bool running, authenticated, dropped;
         bool drained; /* the last read took less than asked: wait before peeking again */

@@ -23,7 +23,7 @@
  *
  * While a state of a CPU is blocked its counters stay open (LedgerFds) and
  * a reading is one fstat() and a pread() per counter: 512 CPUs × 6 states
- * cost about 2 ms instead of 20 (tests/bench/bench-ledger.c). Whatever may
+ * cost about 3 ms instead of 43 (tests/bench/bench-ledger.c). Whatever may
  * mean the states changed (the cpuidle directory's link count or times
  * moved: a state came or went, the directory went; a read failed: ENODEV
  * when the kernel removed the device, ESTALE, ENOENT, a counter that does
