@@ -224,8 +224,11 @@ static uint64_t exit_notice(void) {
  * child running (its own reading of the clock), one way. What it costs one
  * process to wake another through the channel the release is seen by: the
  * kernel's update of its bound (on every CPU) included, which a pipe's
- * wake-up leaves out (7-16 µs here against 17-39 µs for the device's). The
- * bench's descriptor is a holder of its own for that moment: its value
+ * wake-up leaves out (7-16 µs here against 17-39 µs for the device's).
+ * The child sleeps as long as pmqosd does before a release (the rounds'
+ * settle(50)): a CPU idle that long wakes slower on a guest (28-34 µs
+ * after 5 ms, 54-98 µs after 50 ms here), and the wake-up stands for
+ * pmqosd's. The bench's descriptor is a holder of its own for that moment: its value
  * just under the baseline, gone at its close (a stand-in file is written
  * its own value back). */
 static uint64_t wake_up(int dev) {
@@ -260,7 +263,7 @@ static uint64_t wake_up(int dev) {
         int32_t v = kernel_baseline > 0 ? kernel_baseline - 1 : 0;
         if (fstat(dev, &st) < 0 || (S_ISREG(st.st_mode) && pread(dev, &v, sizeof(v), 0) != sizeof(v)))
                 die("read the device", errno ? errno : EIO);
-        usleep(5000); /* asleep in poll() by then */
+        usleep(50000); /* asleep in poll() as long as pmqosd before a release */
         uint64_t t0 = now_ns();
         if (pwrite(own, &v, sizeof(v), 0) != sizeof(v))
                 die("write the device", errno);
