@@ -96,8 +96,10 @@ uint64_t budget_estimate(const Core *core, const char *interface, const char *me
         /* Identical CPUs fold into one group: small on the largest machine. */
         if (strcmp(member, "ExplainFolded") == 0)
                 return 4096 + 64 * (uint64_t) core->cpus.n_fds;
+        /* Its reply is small, its work is Explain's: every CPU's file read
+         * and every bound CPU's counters. */
         if (strcmp(member, "Ledger") == 0)
-                return 512 + 384 * (uint64_t) LEDGER_ROWS_MAX;
+                return 512 + 384 * (uint64_t) LEDGER_ROWS_MAX + 1024 * (uint64_t) core->cpus.n_fds;
         if (strcmp(member, "ListRequests") == 0 || strcmp(member, "GetLatencyRequests") == 0)
                 return requests_estimate(core, SIZE_MAX);
         /* The arguments are not read here: priced as the largest page. */

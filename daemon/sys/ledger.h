@@ -19,11 +19,15 @@
  * LEDGER_ROWS_PER_UID rows folds its own oldest inactive one into its own
  * row of kind "other" (its uid kept) before it gets another, so that one
  * user cannot push out another's; past LEDGER_ROWS_MAX in all, the oldest
- * inactive row is folded into one row of kind "other" of uid unknown.
+ * inactive row is folded into one row of kind "other" of uid unknown. When
+ * no row can be folded (all bind a CPU), the newcomer is charged to that
+ * "other" row, one row becoming it whole if there is none: the rows always
+ * add up to the CPUs' sums.
  *
- * While a state of a CPU is blocked its counters stay open (LedgerFds) and
- * a reading is one fstat() and a pread() per counter: 512 CPUs × 6 states
- * cost about 3 ms instead of 43 (tests/bench/bench-ledger.c). Whatever may
+ * Once a CPU's counters were read they stay open (LedgerFds), blocked or
+ * not, so that a bound that comes or goes reads them without a path; a
+ * reading is one fstat() and a pread() per counter: 512 CPUs × 6 states
+ * cost about 2-4 ms instead of 43 (tests/bench/bench-ledger.c). Whatever may
  * mean the states changed (the cpuidle directory's link count or times
  * moved: a state came or went, the directory went; a read failed: ENODEV
  * when the kernel removed the device, ESTALE, ENOENT, a counter that does

@@ -243,13 +243,23 @@ START_TEST(test_kept_descriptors) {
         set_state(0, 0, 0, 3, 300);
         ledger_sample(&l);
         ck_assert_uint_eq(l.cpus[0].cost.shallow_idle, 300);
-        /* Nothing blocked any more: nothing to sample, nothing kept. */
+        /* Nothing blocked any more: nothing to sample, but the counters stay
+         * open for the next bound (the reviewer's Request(0)/Cancel loop
+         * reopened 3,072 files each time on 512 CPUs). */
         ledger_set(&l, 0, 100, &a, NULL, NULL);
-        ck_assert_uint_eq(l.n_fds, 0);
-        /* A CPU read once for its latencies with nothing blocked keeps nothing. */
+        ck_assert_uint_eq(l.n_fds, 1 + 2 * 3);
+        /* The next bound is read through them: a file changed in place is
+         * seen, and a file replaced (a new inode) is not, which proves it. */
+        set_state(0, 0, 0, 4, 350);
+        int kept = l.cpus[0].fds.usage[0];
+        ledger_set(&l, 0, 0, &a, NULL, NULL);
+        ck_assert_int_eq(l.cpus[0].fds.usage[0], kept);
+        ck_assert_uint_eq(l.cpus[0].last.time[0], 350);
+        ck_assert_uint_eq(l.cpus[0].cost.shallow_idle, 300); /* the unbound 50 µs are nobody's */
+        /* A CPU read once for its latencies keeps its counters open too. */
         ledger_set(&l, 1, 500, &a, NULL, NULL);
         ck_assert(l.cpus[1].known);
-        ck_assert_uint_eq(l.n_fds, 0);
+        ck_assert_uint_eq(l.n_fds, 2 * (1 + 2 * 3));
         done(&l);
 }
 END_TEST
@@ -376,6 +386,119 @@ START_TEST(test_one_uid_cannot_evict_another) {
 }
 END_TEST
 
+/* n CPUs of one state each (C1, 2 µs), counters at 0: enough CPUs for
+ * every row to bind one at once. */
+static void make_wide_tree(Ledger *l, unsigned n) {
+        dir = unit_make_memory_dir("ledger-wide");
+        for (unsigned cpu = 0; cpu < n; cpu++)
+                set_state(cpu, 0, 2, 0, 0);
+        now = 1000;
+        ck_assert_int_eq(ledger_init(l, dir, n, fake_clock), 0);
+}
+
+/* Rows' sums against the CPUs' (shallow idle), and how many rows uid has. */
+static void check_rows(const Ledger *l, uint32_t uid, unsigned *of_uid) {
+        uint64_t rows = 0, cpus = 0;
+        unsigned mine = 0, bound = 0;
+        for (unsigned i = 0; i < l->n_rows; i++) {
+                rows += l->rows[i].cost.shallow_idle;
+                mine += l->rows[i].who.uid == uid;
+                bound += l->rows[i].n_cpus;
+        }
+        for (uint32_t cpu = 0; cpu < l->n; cpu++) {
+                cpus += l->cpus[cpu].cost.shallow_idle;
+                bound -= l->cpus[cpu].row >= 0;
+        }
+        ck_assert_uint_eq(rows, cpus);
+        ck_assert_uint_eq(bound, 0); /* each row counts exactly the CPUs that charge it */
+        *of_uid = mine;
+}
+
+/* The reviewer's finding: 70 programs of one uid, each holding its own
+ * CPU at once (no row inactive), got 47 rows and pushed out everyone
+ * else's. Now it keeps to its share; root's row stays, with its cost. */
+START_TEST(test_share_holds_when_every_row_binds) {
+        Ledger l;
+        make_wide_tree(&l, 80);
+        LedgerHolder r = holder(LEDGER_REQUEST, 0, 1);
+        ledger_set(&l, 79, 0, &r, name_it, "root-prog");
+        for (uint32_t i = 0; i < 70; i++) {
+                char comm[16];
+                snprintf(comm, sizeof(comm), "g%02u", (unsigned) i);
+                LedgerHolder h = holder(LEDGER_REQUEST, 6, 100 + i);
+                ledger_set(&l, i, 0, &h, name_it, comm);
+        }
+        for (uint32_t cpu = 0; cpu < 80; cpu++)
+                set_state(cpu, 0, 2, 1, 10 + cpu);
+        now += 100;
+        ledger_sample(&l);
+        unsigned mine = 0;
+        check_rows(&l, 6, &mine);
+        ck_assert_uint_le(mine, LEDGER_ROWS_PER_UID);
+        int root = -1;
+        for (unsigned i = 0; i < l.n_rows; i++)
+                if (l.rows[i].who.uid == 0 && strcmp(l.rows[i].who.comm, "root-prog") == 0)
+                        root = (int) i;
+        ck_assert_int_ge(root, 0);
+        ck_assert_uint_eq(l.rows[root].cost.shallow_idle, 10 + 79);
+        done(&l);
+}
+END_TEST
+
+/* The reviewer's other finding: with all 64 rows binding a CPU, a new
+ * holder took row 0 over and its cost was lost (rows 12 against CPUs'
+ * 1012). Now a row becomes "other" whole, and the sums add up. */
+START_TEST(test_full_table_keeps_the_sums) {
+        Ledger l;
+        make_wide_tree(&l, LEDGER_ROWS_MAX + 1);
+        for (uint32_t i = 0; i < LEDGER_ROWS_MAX; i++) {
+                char comm[16];
+                snprintf(comm, sizeof(comm), "p%02u", (unsigned) i);
+                LedgerHolder h = holder(LEDGER_REQUEST, 1000 + i / LEDGER_ROWS_PER_UID, 100 + i);
+                ledger_set(&l, i, 0, &h, name_it, comm);
+        }
+        ck_assert_uint_eq(l.n_rows, LEDGER_ROWS_MAX);
+        set_state(0, 0, 2, 1, 1000);
+        now += 100;
+        ledger_sample(&l);
+        LedgerHolder late = holder(LEDGER_REQUEST, 0, 9);
+        ledger_set(&l, LEDGER_ROWS_MAX, 0, &late, name_it, "late");
+        set_state(LEDGER_ROWS_MAX, 0, 2, 1, 7);
+        now += 100;
+        ledger_sample(&l);
+        unsigned mine = 0, others = 0;
+        check_rows(&l, 0, &mine);
+        for (unsigned i = 0; i < l.n_rows; i++)
+                others += l.rows[i].who.kind == LEDGER_OTHER;
+        ck_assert_uint_eq(others, 1);
+        ck_assert_uint_eq(l.n_rows, LEDGER_ROWS_MAX);
+        done(&l);
+}
+END_TEST
+
+/* The reviewer's: a CPU whose blocked states all went (moved away) kept
+ * its row active for ever, and status said its holder "binds now". */
+START_TEST(test_states_gone_leave_the_row) {
+        Ledger l;
+        make_tree(&l);
+        LedgerHolder a = holder(LEDGER_REQUEST, 1000, 7);
+        ledger_set(&l, 0, 0, &a, name_it, "gamma"); /* C1 and C6 blocked */
+        ck_assert_uint_eq(l.rows[0].n_cpus, 1);
+        remove_state(0, 2);
+        remove_state(0, 1);
+        now += 100;
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[0].blocked, 0);
+        ck_assert_int_eq(l.cpus[0].row, -1);
+        ck_assert_uint_eq(l.rows[0].n_cpus, 0);
+        ck_assert_uint_eq(l.rows[0].last_usec, (uint64_t) now);
+        /* Released afterwards: nothing counted twice. */
+        ledger_set(&l, 0, -1, &(LedgerHolder){ .kind = LEDGER_NONE }, NULL, NULL);
+        ck_assert_uint_eq(l.rows[0].n_cpus, 0);
+        done(&l);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("ledger");
         TCase *tc = tcase_create("ledger");
@@ -389,6 +512,9 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_device_removed_and_back);
         tcase_add_test(tc, test_descriptors_bounded);
         tcase_add_test(tc, test_one_uid_cannot_evict_another);
+        tcase_add_test(tc, test_share_holds_when_every_row_binds);
+        tcase_add_test(tc, test_full_table_keeps_the_sums);
+        tcase_add_test(tc, test_states_gone_leave_the_row);
         suite_add_tcase(s, tc);
         return s;
 }
