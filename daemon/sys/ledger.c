@@ -200,6 +200,7 @@ static void read_counters(Ledger *l, uint32_t cpu, LedgerCounters *ret) {
                 return;
         drop_fds(l, e);
         l->n_fds += read_by_path(l->sysfs_root, cpu, ret, &e->fds, fds_room(l));
+        l->n_by_path++;
 }
 
 /* ---- accounting ---- */

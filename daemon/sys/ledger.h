@@ -129,6 +129,7 @@ typedef struct Ledger {
         LedgerRow rows[LEDGER_ROWS_MAX];
         unsigned n_rows;
         uint64_t n_reads; /* CPUs whose counters were read: what a test and the bench count */
+        uint64_t n_by_path; /* of them, read by path (files opened), not through kept descriptors */
         unsigned n_fds;   /* descriptors kept on counters, LEDGER_FDS_MAX at most */
 } Ledger;
 
