@@ -128,9 +128,9 @@ typedef struct Ledger {
         uint32_t n;
         LedgerRow rows[LEDGER_ROWS_MAX];
         unsigned n_rows;
-        uint64_t n_reads; /* CPUs whose counters were read: what a test and the bench count */
+        uint64_t n_reads;   /* CPUs whose counters were read: what a test and the bench count */
         uint64_t n_by_path; /* of them, read by path (files opened), not through kept descriptors */
-        unsigned n_fds;   /* descriptors kept on counters, LEDGER_FDS_MAX at most */
+        unsigned n_fds;     /* descriptors kept on counters, LEDGER_FDS_MAX at most */
 } Ledger;
 
 /* n CPUs (by number) under sysfs_root; clock NULL for now_monotonic_usec.
