@@ -24,8 +24,9 @@
  * "other" row, one row becoming it whole if there is none: the rows always
  * add up to the CPUs' sums.
  *
- * Once a CPU's counters were read they stay open (LedgerFds), blocked or
- * not, so that a bound that comes or goes reads them without a path; a
+ * Once a CPU had a state blocked its counters stay open (LedgerFds),
+ * blocked or not, so that a bound that comes or goes reads them without a
+ * path (a CPU read only for its exit latencies keeps none); a
  * reading is one fstat() and a pread() per counter: 512 CPUs × 6 states
  * cost about 2-4 ms instead of 43 (tests/bench/bench-ledger.c). Whatever may
  * mean the states changed (the cpuidle directory's link count or times
@@ -109,6 +110,7 @@ typedef struct LedgerCpu {
         LedgerCounters last;
         bool known;       /* last was read once: there is something to compare with */
         uint32_t blocked; /* bit k: state k blocked in this interval */
+        bool was_blocked; /* some interval had a state blocked: its counters stay open */
         int32_t bound;    /* the bound that blocks them, negative: none */
         uint32_t grace;   /* states blocked anew when it began, until its first reading (ledger_account()) */
         int row;          /* the row charged in this interval, -1 none */
