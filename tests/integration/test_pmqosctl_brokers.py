@@ -4,7 +4,10 @@ an older pmqosd, or only the newer paged and folded ones, or malformed
 pages; and a listing longer than one page from the real one."""
 
 import json
+import os
+import shutil
 import subprocess
+import tempfile
 
 from contract import BUS_NAME, DBUS_IFACE, DBUS_NAME, DBUS_PATH, LATENCY_MAX, NATIVE_IFACE, PATH
 from fixtures import PMQOSCTL, main
@@ -62,9 +65,9 @@ class StandInBroker(CtlTestCase):
         self.addCleanup(imp.conn.unregister_object, reg)
         return imp
 
-    def ctl_against(self, imp, *args):
-        proc = subprocess.Popen([PMQOSCTL, *args], env=self.bus.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+    def ctl_against(self, imp, *args, stdout=subprocess.PIPE, cwd=None):
+        proc = subprocess.Popen([PMQOSCTL, *args], env=self.bus.env, stdout=stdout, stderr=subprocess.PIPE,
+                                text=True, cwd=cwd)
         while proc.poll() is None:
             imp.pump(0.01)
         out, err = proc.communicate()
@@ -181,7 +184,8 @@ class TestOtherBrokers(StandInBroker):
 
 class TestFiguresAndFiles(StandInBroker):
     """What pmqosctl says of a stand-in broker's chosen figures (Ledger()
-    rows for status's Cost line)."""
+    rows for status's Cost line, the metrics), where --textfile writes and
+    what it refuses."""
 
     ROW = {"kind": "request", "uid": 0, "comm": "cyclictest", "unit": "", "cookie": 7, "active": True,
            "held": 0, "shallow_idle": 0, "blocked_entries": 0}
@@ -218,6 +222,38 @@ class TestFiguresAndFiles(StandInBroker):
                       "59.9 s held; the kernel entered no blocked state in all that time\n"
                       "          kept out now, on some CPU: C6\n", out)
         self.assertNotIn("the other", out)
+
+    def textfile_dir(self):
+        d = tempfile.mkdtemp(prefix="pmqos-textfile-")
+        self.addCleanup(shutil.rmtree, d, True)
+        os.mkdir(os.path.join(d, "tf"))
+        return d
+
+    def test_textfile_must_name_a_file(self):
+        """An empty PATH, one ending in '/', "." or "..": usage errors naming --textfile, nothing
+        written anywhere (before: tf/new.prom/ wrote the file tf/new.prom and exited 0; tf/ made
+        its temporary file in the current directory; "" said "cannot write : …", exit 1)."""
+        d = self.textfile_dir()
+        imp = self.ledger_broker([self.ROW])
+        for path in ("tf/new.prom/", "tf/", "", "tf/.", "tf/..", "/"):
+            status, out, err = self.ctl_against(imp, "metrics", "--textfile", path, cwd=d)
+            self.assertEqual((status, out), (2, ""), (path, err))
+            self.assertEqual(err, 'pmqosctl metrics: --textfile needs the path of a file, not "%s" '
+                                  '(see pmqosctl metrics --help)\n' % path)
+            self.assertEqual((sorted(os.listdir(d)), os.listdir(os.path.join(d, "tf"))), (["tf"], []), path)
+
+    def test_textfile_beside_its_target(self):
+        """A relative PATH with and without a directory: the file written there, nothing left in
+        the current directory or beside it (the temporary file renamed over PATH)."""
+        d = self.textfile_dir()
+        imp = self.ledger_broker([self.ROW])
+        for path, where in (("tf//a.prom", "tf"), ("b.prom", ".")):
+            status, out, err = self.ctl_against(imp, "metrics", "--textfile", path, cwd=d)
+            self.assertEqual((status, out, err), (0, "", ""), path)
+            with open(os.path.join(d, path)) as f:
+                self.assertIn('pmqos_holder_held_seconds_total{kind="request",uid="0",comm="cyclictest",unit=""} '
+                              '0.000000\n', f.read())
+        self.assertEqual((sorted(os.listdir(d)), os.listdir(os.path.join(d, "tf"))), (["b.prom", "tf"], ["a.prom"]))
 
 
 
