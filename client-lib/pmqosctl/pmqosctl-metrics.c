@@ -221,13 +221,7 @@ int verb_metrics(int argc, char *argv[]) {
         int r = connect_broker(&client);
         if (r)
                 return r;
-        if (textfile)
-                r = write_textfile(client, textfile);
-        else {
-                r = write_metrics(client, stdout);
-                if (r == 0 && fflush(stdout) != 0)
-                        r = EXIT_REFUSED;
-        }
+        r = textfile ? write_textfile(client, textfile) : write_metrics(client, stdout);
         pmqos_client_free(client);
-        return r;
+        return r; /* standard output is flushed and checked by main() */
 }

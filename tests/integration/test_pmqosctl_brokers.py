@@ -185,7 +185,7 @@ class TestOtherBrokers(StandInBroker):
 class TestFiguresAndFiles(StandInBroker):
     """What pmqosctl says of a stand-in broker's chosen figures (Ledger()
     rows for status's Cost line, the metrics), where --textfile writes and
-    what it refuses."""
+    what it refuses, and a standard output that cannot be written."""
 
     ROW = {"kind": "request", "uid": 0, "comm": "cyclictest", "unit": "", "cookie": 7, "active": True,
            "held": 0, "shallow_idle": 0, "blocked_entries": 0}
@@ -255,6 +255,16 @@ class TestFiguresAndFiles(StandInBroker):
                               '0.000000\n', f.read())
         self.assertEqual((sorted(os.listdir(d)), os.listdir(os.path.join(d, "tf"))), (["b.prom", "tf"], ["a.prom"]))
 
+    def test_full_standard_output_said(self):
+        """metrics, status and --help onto /dev/full: exit 1 and one line saying so (before:
+        metrics exit 1 silently, status and --help exit 0)."""
+        imp = self.ledger_broker([self.ROW])
+        for args, verb in ((("metrics",), " metrics"), (("status",), " status"), (("--help",), ""),
+                           (("metrics", "--help"), " metrics")):
+            with open("/dev/full", "w") as full:
+                status, out, err = self.ctl_against(imp, *args, stdout=full)
+            self.assertEqual((status, err), (1, "pmqosctl%s: cannot write standard output: No space left on device\n"
+                                             % verb), args)
 
 
 class TestManyRequests(CtlTestCase):
