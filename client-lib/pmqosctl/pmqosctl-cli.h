@@ -26,6 +26,11 @@ extern const char *arg_sysfs_root;
 /* "pmqosctl VERB: …" on stderr; returns EXIT_USAGE. */
 int usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int bad_option(const char *verb, int argc, char *argv[]);
+/* Standard output flushed; if it could not all be written (a full disk; a
+ * closed pipe ends pmqosctl by SIGPIPE first), "pmqosctl VERB: cannot write
+ * standard output: why" (VERB NULL: "pmqosctl: …") on stderr and
+ * EXIT_REFUSED unless r already says a failure. Else r. */
+int stdout_written(const char *verb, int r);
 /* What would allow a call the broker refused (-EACCES), said after its
  * message; each command sets the one that fits it. */
 #define HINT_REQUEST                                                                                                \

@@ -19,13 +19,23 @@ void json_cpu_cost(const pmqos_explanation *e, size_t i) {
                cost->shallow_idle_usec, cost->blocked_entries, cost->verified ? "true" : "false");
 }
 
+/* A duration rounded to the nearest ms, tenth of a second or tenth of a
+ * minute (a value that rounds up to the next unit is said in it: 999.6 ms
+ * is "1.0 s"); "< 1 ms" for less than a millisecond but some. */
 static void print_seconds(uint64_t usec) {
-        if (usec >= 60000000u)
-                printf("%.1f min", (double) usec / 60e6);
-        else if (usec >= 1000000u)
-                printf("%.1f s", (double) usec / 1e6);
-        else
-                printf("%" PRIu64 " ms", usec / 1000u);
+        if (usec == 0)
+                printf("0 ms");
+        else if (usec < 1000u)
+                printf("< 1 ms");
+        else if (usec < 999500u)
+                printf("%" PRIu64 " ms", (usec + 500u) / 1000u);
+        else if (usec < 59950000u) {
+                uint64_t tenths = (usec + 50000u) / 100000u;
+                printf("%" PRIu64 ".%" PRIu64 " s", tenths / 10u, tenths % 10u);
+        } else {
+                uint64_t tenths = usec / 6000000u + (usec % 6000000u >= 3000000u);
+                printf("%" PRIu64 ".%" PRIu64 " min", tenths / 10u, tenths % 10u);
+        }
 }
 
 /* The C-states some CPU may not enter now, by name, once each: at most
@@ -47,18 +57,25 @@ static size_t blocked_names(const pmqos_explanation *e, const char **seen, size_
         return n;
 }
 
-static void print_holder(const pmqos_ledger_row *row) {
+/* Who a row is; true when it is several holders (a folded row). */
+static bool print_holder(const pmqos_ledger_row *row) {
         char *comm = term_text(row->comm), *unit = term_text(row->unit);
+        bool several = strcmp(row->kind, "other") == 0;
         if (strcmp(row->kind, "request") == 0 || strcmp(row->kind, "rule") == 0) {
                 printf("%s %" PRIu32 " of uid %" PRIu32, row->kind, row->cookie, row->uid);
                 if (comm && comm[0])
                         printf(" (%s%s%s)", comm, unit && unit[0] ? ", " : "", unit && unit[0] ? unit : "");
         } else if (strcmp(row->kind, "external") == 0)
                 printf("another program (holding the device, or writing a CPU's file)");
+        else if (several && row->uid != UINT32_MAX)
+                printf("other holders of uid %" PRIu32 " (folded, kind other)", row->uid);
+        else if (several)
+                printf("other holders (folded, kind other)");
         else
                 printf("the %s", row->kind);
         free(comm);
         free(unit);
+        return several;
 }
 
 /* What Ledger() has: one row per holder (kind, uid, comm, unit), its
@@ -73,9 +90,12 @@ void print_cost(pmqos_client *c, const pmqos_explanation *e) {
                 if (!rows[i].active)
                         continue;
                 printf(active++ ? "          " : "\nCost:     ");
-                print_holder(&rows[i]);
-                printf(" binds now; its holder's total since pmqosd started (every request of that uid, program "
-                       "and unit, summed over CPUs): ");
+                if (print_holder(&rows[i]))
+                        printf(" bind now; their total since pmqosd started (every request folded into that "
+                               "row, summed over CPUs): ");
+                else
+                        printf(" binds now; its holder's total since pmqosd started (every request of that uid, "
+                               "program and unit, summed over CPUs): ");
                 print_seconds(rows[i].shallow_idle_usec);
                 printf(" of idle time spent shallow over ");
                 print_seconds(rows[i].held_usec);

@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,15 +135,33 @@ static int write_metrics(pmqos_client *c, FILE *f) {
         return 0;
 }
 
+/* Where PATH's temporary file goes: ".NAME.XXXXXX" in PATH's own
+ * directory (the text up to its last '/', kept as written; the current
+ * directory only when PATH has no '/'), so that rename() replaces PATH.
+ * NULL when out of memory. PATH itself is not changed. */
+static char *temporary_beside(const char *path) {
+        const char *slash = strrchr(path, '/');
+        size_t dir_len = slash ? (size_t) (slash - path) + 1 : 0;
+        char *tmp = NULL;
+        if (asprintf(&tmp, "%.*s.%s.XXXXXX", (int) dir_len, path, path + dir_len) < 0)
+                return NULL;
+        return tmp;
+}
+
+/* A --textfile PATH names a file: not empty, not ending in '/', "." or "..". */
+static bool names_a_file(const char *path) {
+        const char *slash = strrchr(path, '/');
+        const char *name = slash ? slash + 1 : path;
+        return *name && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
 /* PATH written whole or not at all: a temporary file beside it, renamed. */
 static int write_textfile(pmqos_client *c, const char *path) {
-        char *copy = strdup(path), *tmp = NULL;
-        if (!copy || asprintf(&tmp, "%s/.%s.XXXXXX", dirname(copy), basename((char *) path)) < 0) {
-                free(copy);
+        char *tmp = temporary_beside(path);
+        if (!tmp) {
                 fprintf(stderr, "pmqosctl metrics: out of memory\n");
                 return EXIT_REFUSED;
         }
-        free(copy);
         int fd = mkostemp(tmp, O_CLOEXEC);
         FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
         if (!f) {
@@ -156,18 +173,20 @@ static int write_textfile(pmqos_client *c, const char *path) {
                 free(tmp);
                 return EXIT_REFUSED;
         }
-        int r = write_metrics(c, f);
-        bool ok = r == 0 && fchmod(fd, 0644) == 0 && fflush(f) == 0 && fsync(fd) == 0;
-        ok = fclose(f) == 0 && ok;
-        if (ok && rename(tmp, path) < 0)
-                ok = false;
-        if (!ok) {
-                if (r == 0)
-                        fprintf(stderr, "pmqosctl metrics: cannot write %s: %s\n", path, strerror(errno));
+        int r = write_metrics(c, f), err = 0;
+        if (r == 0 && (fchmod(fd, 0644) < 0 || fflush(f) != 0 || ferror(f) || fsync(fd) < 0))
+                err = errno ?: EIO;
+        if (fclose(f) != 0 && r == 0 && err == 0)
+                err = errno;
+        if (r == 0 && err == 0 && rename(tmp, path) < 0)
+                err = errno;
+        if (r != 0 || err != 0) {
+                if (err != 0)
+                        fprintf(stderr, "pmqosctl metrics: cannot write %s: %s\n", path, strerror(err));
                 unlink(tmp);
         }
         free(tmp);
-        return ok ? 0 : r ? r : EXIT_REFUSED;
+        return r ? r : err ? EXIT_REFUSED : 0;
 }
 
 int verb_metrics(int argc, char *argv[]) {
@@ -187,6 +206,9 @@ int verb_metrics(int argc, char *argv[]) {
                                "                   node_exporter's --collector.textfile.directory)\n");
                         return 0;
                 case 't':
+                        if (!names_a_file(optarg))
+                                return usage_error("metrics", "--textfile needs the path of a file, not \"%s\"",
+                                                   optarg);
                         textfile = optarg;
                         break;
                 default:
@@ -199,13 +221,7 @@ int verb_metrics(int argc, char *argv[]) {
         int r = connect_broker(&client);
         if (r)
                 return r;
-        if (textfile)
-                r = write_textfile(client, textfile);
-        else {
-                r = write_metrics(client, stdout);
-                if (r == 0 && fflush(stdout) != 0)
-                        r = EXIT_REFUSED;
-        }
+        r = textfile ? write_textfile(client, textfile) : write_metrics(client, stdout);
         pmqos_client_free(client);
-        return r;
+        return r; /* standard output is flushed and checked by main() */
 }

@@ -29,6 +29,17 @@ int usage_error(const char *verb, const char *fmt, ...) {
         return EXIT_USAGE;
 }
 
+int stdout_written(const char *verb, int r) {
+        errno = 0;
+        bool failed = fflush(stdout) != 0;
+        failed = ferror(stdout) || failed; /* an earlier write failed, its bytes lost */
+        if (!failed)
+                return r;
+        fprintf(stderr, "pmqosctl%s%s: cannot write standard output: %s\n", verb ? " " : "", verb ?: "",
+                errno ? strerror(errno) : "write error");
+        return r ? r : EXIT_REFUSED;
+}
+
 int bad_option(const char *verb, int argc, char *argv[]) {
         const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
         return usage_error(verb, "unknown option or missing value in \"%s\"", arg);

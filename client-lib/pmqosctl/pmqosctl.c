@@ -243,10 +243,10 @@ int main(int argc, char *argv[]) {
                 switch (c) {
                 case 'h':
                         help();
-                        return 0;
+                        return stdout_written(NULL, 0);
                 case 'V':
                         printf("pmqosctl %s\n", PMQOS_VERSION);
-                        return 0;
+                        return stdout_written(NULL, 0);
                 case 'n':
                         arg_ask_password = false;
                         break;
@@ -259,13 +259,13 @@ int main(int argc, char *argv[]) {
                 }
         if (optind >= argc) { /* no command: the state, as systemctl and powerprofilesctl show it */
                 char *status[] = { (char *) "status", NULL };
-                return verb_status(1, status);
+                return stdout_written("status", verb_status(1, status));
         }
         for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
                 if (strcmp(argv[optind], verbs[i].name) == 0) {
                         arg_may_authorize = verbs[i].may_authorize;
                         denied_hint = verbs[i].denied_hint;
-                        return verbs[i].run(argc - optind, argv + optind);
+                        return stdout_written(verbs[i].name, verbs[i].run(argc - optind, argv + optind));
                 }
         fprintf(stderr, "pmqosctl: unknown command \"%s\" (see pmqosctl --help)\n", argv[optind]);
         return EXIT_USAGE;

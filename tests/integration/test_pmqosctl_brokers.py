@@ -4,7 +4,10 @@ an older pmqosd, or only the newer paged and folded ones, or malformed
 pages; and a listing longer than one page from the real one."""
 
 import json
+import os
+import shutil
 import subprocess
+import tempfile
 
 from contract import BUS_NAME, DBUS_IFACE, DBUS_NAME, DBUS_PATH, LATENCY_MAX, NATIVE_IFACE, PATH
 from fixtures import PMQOSCTL, main
@@ -12,7 +15,8 @@ from test_pmqosctl import CtlTestCase
 
 
 INT_TYPES = {"value": "i", "created": "x", "expires": "x", "bound": "i", "usage": "t", "time": "t",
-             "effective": "i", "kernel": "i", "floor": "i", "when": "x"}
+             "effective": "i", "kernel": "i", "floor": "i", "when": "x", "held": "t", "shallow_idle": "t",
+             "blocked_entries": "t"}
 
 
 def variant_dict(d):
@@ -35,11 +39,9 @@ def variant_dict(d):
     return GLib.Variant("a{sv}", {k: v(k, x) for k, x in d.items()})
 
 
-class TestOtherBrokers(CtlTestCase):
-    """pmqosctl against a process holding the broker's name that answers
-    only some methods: an older pmqosd (ListRequests and Explain only: the
-    same output), one with pages and folded CPUs only (they are used), and
-    one whose pages never end (refused, not followed)."""
+class StandInBroker(CtlTestCase):
+    """A process holding the broker's name that answers the methods a test
+    gives it (no tests of its own)."""
 
     def impostor(self, methods):
         """Takes the name and answers methods {name: (in, out, handler(params) -> tuple of variants)},
@@ -63,9 +65,9 @@ class TestOtherBrokers(CtlTestCase):
         self.addCleanup(imp.conn.unregister_object, reg)
         return imp
 
-    def ctl_against(self, imp, *args):
-        proc = subprocess.Popen([PMQOSCTL, *args], env=self.bus.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+    def ctl_against(self, imp, *args, stdout=subprocess.PIPE, cwd=None):
+        proc = subprocess.Popen([PMQOSCTL, *args], env=self.bus.env, stdout=stdout, stderr=subprocess.PIPE,
+                                text=True, cwd=cwd)
         while proc.poll() is None:
             imp.pump(0.01)
         out, err = proc.communicate()
@@ -76,6 +78,13 @@ class TestOtherBrokers(CtlTestCase):
            "cstates": [{"name": "POLL", "latency": 0, "allowed": True, "disabled": False, "usage": 1, "time": 1},
                        {"name": "C6", "latency": 133, "allowed": True, "disabled": True, "usage": 1, "time": 1}]}
     EXPLANATION = {"effective": -1, "kernel": LATENCY_MAX, "floor": -1, "bound_by": "none"}
+
+
+class TestOtherBrokers(StandInBroker):
+    """pmqosctl against a stand-in that answers only some methods: an older
+    pmqosd (ListRequests and Explain only: the same output), one with pages
+    and folded CPUs only (they are used), and one whose pages never end
+    (refused, not followed)."""
 
     def old_broker(self):
         from gi.repository import GLib
@@ -171,6 +180,91 @@ class TestOtherBrokers(CtlTestCase):
             self.assertTrue(err.startswith("pmqosctl: cannot list requests: "), (kind, err))
             self.assertLessEqual(len(self.calls), 2, kind)
             imp.close()
+
+
+class TestFiguresAndFiles(StandInBroker):
+    """What pmqosctl says of a stand-in broker's chosen figures (Ledger()
+    rows for status's Cost line, the metrics), where --textfile writes and
+    what it refuses, and a standard output that cannot be written."""
+
+    ROW = {"kind": "request", "uid": 0, "comm": "cyclictest", "unit": "", "cookie": 7, "active": True,
+           "held": 0, "shallow_idle": 0, "blocked_entries": 0}
+
+    def ledger_broker(self, rows):
+        from gi.repository import GLib
+        cpus = [dict(self.CPU, cpu=0, bound=0, cstates=[dict(self.CPU["cstates"][0]),
+                                                        dict(self.CPU["cstates"][1], allowed=False)])]
+        explained = lambda p: (variant_dict(dict(self.EXPLANATION, cpus=cpus)),)  # noqa: E731
+        ledger = lambda p: (GLib.Variant.new_array(GLib.VariantType("a{sv}"),  # noqa: E731
+                                                   [variant_dict(dict(self.ROW, **r)) for r in rows]),)
+        listed = lambda p: (GLib.Variant.new_array(GLib.VariantType("a{sv}"), []),)  # noqa: E731
+        return self.impostor({"Explain": ((), ("a{sv}",), explained), "Ledger": ((), ("aa{sv}",), ledger),
+                              "ListRequests": ((), ("aa{sv}",), listed)})
+
+    def test_cost_rounded_and_folded_rows_named(self):
+        """1550 µs is 2 ms (was "1 ms"), 400 µs "< 1 ms" (was "0 ms"), 999.6 ms "1.0 s", 59.96 s
+        "1.0 min"; a folded row (kind other) is other holders (was "the other binds now")."""
+        imp = self.ledger_broker([{"shallow_idle": 1550, "held": 999600},
+                                  {"kind": "other", "uid": 1000, "comm": "", "cookie": 0, "shallow_idle": 400,
+                                   "held": 59960000},
+                                  {"kind": "other", "uid": 4294967295, "comm": "", "cookie": 0, "shallow_idle": 0,
+                                   "held": 59949999}])
+        status, out, err = self.ctl_against(imp, "status")
+        self.assertEqual(status, 0, err)
+        self.assertIn("\nCost:     request 7 of uid 0 (cyclictest) binds now; its holder's total since pmqosd "
+                      "started (every request of that uid, program and unit, summed over CPUs): 2 ms of idle time "
+                      "spent shallow over 1.0 s held; the kernel entered no blocked state in all that time\n"
+                      "          other holders of uid 1000 (folded, kind other) bind now; their total since pmqosd "
+                      "started (every request folded into that row, summed over CPUs): < 1 ms of idle time spent "
+                      "shallow over 1.0 min held; the kernel entered no blocked state in all that time\n"
+                      "          other holders (folded, kind other) bind now; their total since pmqosd started "
+                      "(every request folded into that row, summed over CPUs): 0 ms of idle time spent shallow over "
+                      "59.9 s held; the kernel entered no blocked state in all that time\n"
+                      "          kept out now, on some CPU: C6\n", out)
+        self.assertNotIn("the other", out)
+
+    def textfile_dir(self):
+        d = tempfile.mkdtemp(prefix="pmqos-textfile-")
+        self.addCleanup(shutil.rmtree, d, True)
+        os.mkdir(os.path.join(d, "tf"))
+        return d
+
+    def test_textfile_must_name_a_file(self):
+        """An empty PATH, one ending in '/', "." or "..": usage errors naming --textfile, nothing
+        written anywhere (before: tf/new.prom/ wrote the file tf/new.prom and exited 0; tf/ made
+        its temporary file in the current directory; "" said "cannot write : …", exit 1)."""
+        d = self.textfile_dir()
+        imp = self.ledger_broker([self.ROW])
+        for path in ("tf/new.prom/", "tf/", "", "tf/.", "tf/..", "/"):
+            status, out, err = self.ctl_against(imp, "metrics", "--textfile", path, cwd=d)
+            self.assertEqual((status, out), (2, ""), (path, err))
+            self.assertEqual(err, 'pmqosctl metrics: --textfile needs the path of a file, not "%s" '
+                                  '(see pmqosctl metrics --help)\n' % path)
+            self.assertEqual((sorted(os.listdir(d)), os.listdir(os.path.join(d, "tf"))), (["tf"], []), path)
+
+    def test_textfile_beside_its_target(self):
+        """A relative PATH with and without a directory: the file written there, nothing left in
+        the current directory or beside it (the temporary file renamed over PATH)."""
+        d = self.textfile_dir()
+        imp = self.ledger_broker([self.ROW])
+        for path, where in (("tf//a.prom", "tf"), ("b.prom", ".")):
+            status, out, err = self.ctl_against(imp, "metrics", "--textfile", path, cwd=d)
+            self.assertEqual((status, out, err), (0, "", ""), path)
+            with open(os.path.join(d, path)) as f:
+                self.assertIn('pmqos_holder_held_seconds_total{kind="request",uid="0",comm="cyclictest",unit=""} '
+                              '0.000000\n', f.read())
+        self.assertEqual((sorted(os.listdir(d)), os.listdir(os.path.join(d, "tf"))), (["b.prom", "tf"], ["a.prom"]))
+
+    def test_full_standard_output_said(self):
+        """metrics, status and --help onto /dev/full: exit 1 and one line saying so (before:
+        metrics exit 1 silently, status and --help exit 0)."""
+        imp = self.ledger_broker([self.ROW])
+        for args, verb in ((("metrics",), " metrics"), (("status",), " status"), (("--help",), ""),
+                           (("metrics", "--help"), " metrics")):
+            with open("/dev/full", "w") as full:
+                status, out, err = self.ctl_against(imp, *args, stdout=full)
+            self.assertEqual((status, err), (1, "pmqosctl%s: cannot write standard output: No space left on device\n"
+                                             % verb), args)
 
 
 class TestManyRequests(CtlTestCase):
