@@ -279,6 +279,7 @@ static void settle(Ledger *l, uint32_t cpu, int64_t now) {
                         leave_row(l, e, now); /* nothing blocked: its holder binds this CPU no more */
                         e->row = -1;
                         e->cookie = 0;
+                        e->states_gone = true; /* until they come back (ledger_set()) */
                 }
                 e->blocked = blocked;
         }
@@ -381,6 +382,13 @@ static int row_of(Ledger *l, const LedgerHolder *who) {
         return i;
 }
 
+/* Whether cpu's cpuidle directory may have changed since its counters were
+ * last read (one fstat(), no counter read): true when none is kept. */
+static bool states_moved(const LedgerCpu *e) {
+        uint64_t stamp[5];
+        return e->fds.dir < 0 || stamp_of(e->fds.dir, stamp) < 0 || memcmp(stamp, e->fds.stamp, sizeof(stamp)) != 0;
+}
+
 void ledger_set(Ledger *l, uint32_t cpu, int32_t bound, const LedgerHolder *who,
                 void (*describe)(LedgerHolder *who, void *userdata), void *userdata) {
         if (cpu >= l->n)
@@ -391,16 +399,20 @@ void ledger_set(Ledger *l, uint32_t cpu, int32_t bound, const LedgerHolder *who,
                 settle(l, cpu, now); /* the exit latencies, once */
         uint32_t blocked = e->known ? ledger_blocked(&e->last, bound) : 0;
         bool charged = blocked != 0 && who && who->kind != LEDGER_NONE;
-        bool same_holder = e->row >= 0 ? charged && l->rows[e->row].who.kind == who->kind &&
-                                                 l->rows[e->row].who.uid == who->uid && e->cookie == who->cookie
-                                       : !charged;
+        /* The holder itself, not its row's (an "other" row names no holder). */
+        bool same_holder = e->row >= 0
+                                   ? charged && e->kind == who->kind && e->uid == who->uid && e->cookie == who->cookie
+                                   : !charged;
+        /* Its blocked states went: whether they came back, from the directory. */
+        bool recheck = e->states_gone && states_moved(e);
         /* Once a state was blocked its counters stay open when nothing is,
          * too: the next bound reads them through the descriptors, not by path
          * (at 512 CPUs, 4 ms instead of 30 a bound gone and back). Read only
          * for its exit latencies, a CPU keeps none (6,656 descriptors on 512
          * CPUs, and the kernel's buffer of each, for a bound that blocks nothing). */
-        if (blocked == e->blocked && same_holder) {
-                if (!e->was_blocked)
+        if (blocked == e->blocked && same_holder && !recheck) {
+                e->bound = bound; /* the same states blocked by another bound: states that appear are judged by it */
+                if (!e->was_blocked || (blocked == 0 && now - e->since > LEDGER_KEEP_USEC))
                         drop_fds(l, e);
                 return;
         }
@@ -410,6 +422,8 @@ void ledger_set(Ledger *l, uint32_t cpu, int32_t bound, const LedgerHolder *who,
         leave_row(l, e, now);
         e->row = -1;
         e->cookie = 0;
+        if (blocked != 0 || bound < 0 || !who || who->kind == LEDGER_NONE)
+                e->states_gone = false; /* back, or nobody binds it any more */
         if (blocked != e->blocked)
                 e->entries_since_bound = 0;
         e->grace = blocked & ~e->blocked;
@@ -420,6 +434,8 @@ void ledger_set(Ledger *l, uint32_t cpu, int32_t bound, const LedgerHolder *who,
                 if (describe)
                         describe(&h, userdata);
                 e->row = row_of(l, &h);
+                e->kind = who->kind;
+                e->uid = who->uid;
                 e->cookie = who->cookie;
                 LedgerRow *row = &l->rows[e->row];
                 if (row->who.kind != LEDGER_OTHER)

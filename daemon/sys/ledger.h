@@ -26,7 +26,8 @@
  *
  * Once a CPU had a state blocked its counters stay open (LedgerFds),
  * blocked or not, so that a bound that comes or goes reads them without a
- * path (a CPU read only for its exit latencies keeps none); a
+ * path (a CPU read only for its exit latencies keeps none; nothing
+ * blocked for LEDGER_KEEP_USEC, they close at its next bound change); a
  * reading is one fstat() and a pread() per counter: 512 CPUs × 6 states
  * cost about 2-4 ms instead of 43 (tests/bench/bench-ledger.c). Whatever may
  * mean the states changed (the cpuidle directory's link count or times
@@ -49,6 +50,10 @@
  * each: 512 CPUs of 6 states take 6656), and never more than half of
  * the soft RLIMIT_NOFILE. A CPU that finds no room is read by path. */
 #define LEDGER_FDS_MAX 8192u
+/* Nothing blocked on a CPU this long, its descriptors close at the next
+ * bound change that reaches it (no timer): a bound that comes and goes
+ * keeps them, a quiet machine gives back the kernel's buffer of each. */
+#define LEDGER_KEEP_USEC (10 * 1000000)
 
 typedef enum LedgerKind {
         LEDGER_NONE, /* nothing blocked: nobody is charged */
@@ -95,9 +100,10 @@ typedef struct LedgerCounters {
         uint64_t time[CPUIDLE_STATES_MAX];
 } LedgerCounters;
 
-/* A CPU's counters kept open while one of its states is blocked: its
- * cpuidle directory, with what says whether its states changed, and each
- * state's usage and time. */
+/* A CPU's counters kept open once one of its states was blocked, until it
+ * is found with nothing blocked for LEDGER_KEEP_USEC: its cpuidle
+ * directory, with what says whether its states changed, and each state's
+ * usage and time. */
 typedef struct LedgerFds {
         int dir; /* -1: none kept */
         unsigned n;
@@ -114,8 +120,11 @@ typedef struct LedgerCpu {
         int32_t bound;    /* the bound that blocks them, negative: none */
         uint32_t grace;   /* states blocked anew when it began, until its first reading (ledger_account()) */
         int row;          /* the row charged in this interval, -1 none */
-        uint32_t cookie;  /* the holder's, to tell two requests of one row apart */
-        int64_t since;    /* when this interval began (monotonic µs) */
+        LedgerKind kind;  /* the holder charged (its row may be an "other" row) */
+        uint32_t uid;
+        uint32_t cookie;              /* the holder's, to tell two requests of one row apart */
+        bool states_gone;             /* its blocked states all went while bound: read anew once its directory moves */
+        int64_t since;                /* when this interval began (monotonic µs) */
         uint64_t entries_since_bound; /* blocked entries since the blocked set took effect */
         int32_t file_bound;           /* its pm_qos_resume_latency_us as a bound, as last seen; -1 none */
         bool file_ours;               /* pmqosd wrote it (core/ledger-holders.c) */

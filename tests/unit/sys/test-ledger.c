@@ -5,7 +5,7 @@
  * changes; blocked entries counted (one spared at the start of a newly
  * blocked state); an offline CPU, a state that appears and a counter that
  * begins again lose nothing; rows bounded, the oldest inactive folded;
- * counters kept open while blocked and opened anew when a state or the
+ * counters kept open once blocked and opened anew when a state or the
  * whole device goes or comes, or a counter stops parsing; no more kept than
  * half the soft descriptor limit allows. */
 
@@ -262,6 +262,15 @@ START_TEST(test_kept_descriptors) {
         ck_assert_uint_eq(l.n_fds, 1 + 2 * 3);
         ledger_set(&l, 1, 400, &a, NULL, NULL);
         ck_assert_uint_eq(l.n_fds, 1 + 2 * 3);
+        /* Nothing blocked for LEDGER_KEEP_USEC: closed at the next bound
+         * change that reaches the CPU (a quiet machine gives them back). */
+        ledger_set(&l, 0, 100, &a, NULL, NULL);
+        now += LEDGER_KEEP_USEC / 2;
+        ledger_set(&l, 0, 100, &a, NULL, NULL);
+        ck_assert_uint_eq(l.n_fds, 1 + 2 * 3);
+        now += LEDGER_KEEP_USEC;
+        ledger_set(&l, 0, 100, &a, NULL, NULL);
+        ck_assert_uint_eq(l.n_fds, 0);
         done(&l);
 }
 END_TEST
@@ -501,6 +510,64 @@ START_TEST(test_states_gone_leave_the_row) {
 }
 END_TEST
 
+/* The second review's: a CPU whose blocked states went and came back (an
+ * ACPI _CST change) was never read again while its bound stayed; now the
+ * directory's change is seen at the next bound change, without a counter
+ * read while it has not moved. */
+START_TEST(test_states_back_charged_again) {
+        Ledger l;
+        make_tree(&l);
+        LedgerHolder a = holder(LEDGER_REQUEST, 1000, 7);
+        ledger_set(&l, 0, 50, &a, name_it, "x"); /* C6 only: blocked 4 */
+        ck_assert_uint_eq(l.cpus[0].blocked, 4);
+        remove_state(0, 2);
+        now += 100;
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[0].blocked, 0);
+        uint64_t reads = l.n_reads;
+        ledger_set(&l, 0, 50, &a, name_it, "x"); /* nothing moved: nothing read */
+        ck_assert_uint_eq(l.n_reads, reads);
+        set_state(0, 2, 100, 0, 0); /* back */
+        ledger_set(&l, 0, 50, &a, name_it, "x");
+        ck_assert_uint_eq(l.cpus[0].blocked, 4);
+        ck_assert_int_ge(l.cpus[0].row, 0);
+        ck_assert_uint_eq(l.rows[l.cpus[0].row].n_cpus, 1);
+        set_state(0, 0, 0, 10, 700);
+        now += 100;
+        ledger_sample(&l);
+        ck_assert_uint_eq(l.cpus[0].cost.shallow_idle, 700);
+        done(&l);
+}
+END_TEST
+
+/* The second review's: a CPU charged to an "other" row was read at every
+ * bound change (its row named no holder to compare with). */
+START_TEST(test_other_row_not_read_again) {
+        Ledger l;
+        make_wide_tree(&l, LEDGER_ROWS_MAX + 1);
+        static char names[LEDGER_ROWS_MAX][LEDGER_COMM_MAX];
+        for (uint32_t i = 0; i < LEDGER_ROWS_MAX; i++) {
+                snprintf(names[i], sizeof(names[i]), "p%02u", (unsigned) i);
+                LedgerHolder h = holder(LEDGER_REQUEST, 1000 + i / LEDGER_ROWS_PER_UID, 100 + i);
+                ledger_set(&l, i, 0, &h, name_it, names[i]);
+        }
+        LedgerHolder late = holder(LEDGER_REQUEST, 0, 9);
+        ledger_set(&l, LEDGER_ROWS_MAX, 0, &late, name_it, "late");
+        uint64_t reads = l.n_reads;
+        ledger_set(&l, LEDGER_ROWS_MAX, 0, &late, name_it, "late");
+        for (uint32_t i = 0; i < LEDGER_ROWS_MAX; i++) {
+                LedgerHolder h = holder(LEDGER_REQUEST, 1000 + i / LEDGER_ROWS_PER_UID, 100 + i);
+                ledger_set(&l, i, 0, &h, name_it, names[i]);
+        }
+        ck_assert_uint_eq(l.n_reads, reads);
+        /* The same states blocked by another bound: the bound is kept, and a
+         * state that appears is judged by it (C1 at 2 µs is not blocked by 5). */
+        ledger_set(&l, LEDGER_ROWS_MAX, 1, &late, name_it, "late");
+        ck_assert_int_eq(l.cpus[LEDGER_ROWS_MAX].bound, 1);
+        done(&l);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("ledger");
         TCase *tc = tcase_create("ledger");
@@ -517,6 +584,8 @@ static Suite *suite(void) {
         tcase_add_test(tc, test_share_holds_when_every_row_binds);
         tcase_add_test(tc, test_full_table_keeps_the_sums);
         tcase_add_test(tc, test_states_gone_leave_the_row);
+        tcase_add_test(tc, test_states_back_charged_again);
+        tcase_add_test(tc, test_other_row_not_read_again);
         suite_add_tcase(s, tc);
         return s;
 }
