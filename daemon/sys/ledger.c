@@ -192,12 +192,26 @@ static void drop_fds(Ledger *l, LedgerCpu *e) {
         close_fds(&e->fds);
 }
 
+/* cpu's cpuidle directory's stamp by path (a lookup, no counter read): 0s
+ * when it is absent. */
+static void stamp_by_path(const Ledger *l, uint32_t cpu, uint64_t ret[5]) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu%u/cpuidle", l->sysfs_root, (unsigned) cpu);
+        memset(ret, 0, 5 * sizeof(uint64_t));
+        int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir >= 0) {
+                (void) stamp_of(dir, ret);
+                close(dir);
+        }
+}
+
 /* cpu's counters now: through its kept descriptors, else by path (kept
- * from then on if there is room). */
+ * from then on if there is room), its directory stamped before. */
 static void read_counters(Ledger *l, uint32_t cpu, LedgerCounters *ret) {
         LedgerCpu *e = &l->cpus[cpu];
         if (read_kept(&e->fds, &e->last, ret))
                 return;
+        stamp_by_path(l, cpu, e->dir_stamp);
         drop_fds(l, e);
         l->n_fds += read_by_path(l->sysfs_root, cpu, ret, &e->fds, fds_room(l));
         l->n_by_path++;
@@ -262,6 +276,10 @@ static void settle(Ledger *l, uint32_t cpu, int64_t now) {
         LedgerCounters c;
         read_counters(l, cpu, &c);
         l->n_reads++;
+        if (c.n > e->max_n)
+                e->max_n = c.n;
+        if (c.n > l->max_n)
+                l->max_n = c.n; /* what ledger_states_short() compares with */
         if (c.n == 0)
                 return;
         /* States that appeared are blocked as their latency says, from the start. */
@@ -279,7 +297,6 @@ static void settle(Ledger *l, uint32_t cpu, int64_t now) {
                         leave_row(l, e, now); /* nothing blocked: its holder binds this CPU no more */
                         e->row = -1;
                         e->cookie = 0;
-                        e->states_gone = true; /* until they come back (ledger_set()) */
                 }
                 e->blocked = blocked;
         }
@@ -382,11 +399,12 @@ static int row_of(Ledger *l, const LedgerHolder *who) {
         return i;
 }
 
-/* Whether cpu's cpuidle directory may have changed since its counters were
- * last read (one fstat(), no counter read): true when none is kept. */
-static bool states_moved(const LedgerCpu *e) {
+/* Whether cpu's cpuidle directory changed since it was last read by path
+ * (a lookup and an fstat(), no counter read). */
+static bool states_moved(const Ledger *l, uint32_t cpu) {
         uint64_t stamp[5];
-        return e->fds.dir < 0 || stamp_of(e->fds.dir, stamp) < 0 || memcmp(stamp, e->fds.stamp, sizeof(stamp)) != 0;
+        stamp_by_path(l, cpu, stamp);
+        return memcmp(stamp, l->cpus[cpu].dir_stamp, sizeof(stamp)) != 0;
 }
 
 void ledger_set(Ledger *l, uint32_t cpu, int32_t bound, const LedgerHolder *who,
@@ -403,8 +421,9 @@ void ledger_set(Ledger *l, uint32_t cpu, int32_t bound, const LedgerHolder *who,
         bool same_holder = e->row >= 0
                                    ? charged && e->kind == who->kind && e->uid == who->uid && e->cookie == who->cookie
                                    : !charged;
-        /* Its blocked states went: whether they came back, from the directory. */
-        bool recheck = e->states_gone && states_moved(e);
+        /* Bound, with states gone: whether they came back, from the directory. */
+        bool recheck =
+                ledger_states_short(l, cpu) && bound >= 0 && who && who->kind != LEDGER_NONE && states_moved(l, cpu);
         /* Once a state was blocked its counters stay open when nothing is,
          * too: the next bound reads them through the descriptors, not by path
          * (at 512 CPUs, 4 ms instead of 30 a bound gone and back). Read only
@@ -422,8 +441,6 @@ void ledger_set(Ledger *l, uint32_t cpu, int32_t bound, const LedgerHolder *who,
         leave_row(l, e, now);
         e->row = -1;
         e->cookie = 0;
-        if (blocked != 0 || bound < 0 || !who || who->kind == LEDGER_NONE)
-                e->states_gone = false; /* back, or nobody binds it any more */
         if (blocked != e->blocked)
                 e->entries_since_bound = 0;
         e->grace = blocked & ~e->blocked;
@@ -452,6 +469,13 @@ void ledger_sample(Ledger *l) {
         for (uint32_t cpu = 0; cpu < l->n; cpu++)
                 if (l->cpus[cpu].known && l->cpus[cpu].blocked)
                         settle(l, cpu, now);
+}
+
+bool ledger_states_short(const Ledger *l, uint32_t cpu) {
+        if (cpu >= l->n)
+                return false;
+        const LedgerCpu *e = &l->cpus[cpu];
+        return e->known && (e->last.n < e->max_n || e->last.n < l->max_n);
 }
 
 bool ledger_verified(const Ledger *l, uint32_t cpu) {

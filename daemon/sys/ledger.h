@@ -123,7 +123,8 @@ typedef struct LedgerCpu {
         LedgerKind kind;  /* the holder charged (its row may be an "other" row) */
         uint32_t uid;
         uint32_t cookie;              /* the holder's, to tell two requests of one row apart */
-        bool states_gone;             /* its blocked states all went while bound: read anew once its directory moves */
+        unsigned max_n;               /* the most states a reading of it found */
+        uint64_t dir_stamp[5];        /* its cpuidle directory's, before its last reading by path; 0s: absent */
         int64_t since;                /* when this interval began (monotonic µs) */
         uint64_t entries_since_bound; /* blocked entries since the blocked set took effect */
         int32_t file_bound;           /* its pm_qos_resume_latency_us as a bound, as last seen; -1 none */
@@ -142,6 +143,7 @@ typedef struct Ledger {
         uint64_t n_reads;   /* CPUs whose counters were read: what a test and the bench count */
         uint64_t n_by_path; /* of them, read by path (files opened), not through kept descriptors */
         unsigned n_fds;     /* descriptors kept on counters, LEDGER_FDS_MAX at most */
+        unsigned max_n;     /* the most states any CPU's reading found */
 } Ledger;
 
 /* n CPUs (by number) under sysfs_root; clock NULL for now_monotonic_usec.
@@ -159,6 +161,11 @@ void ledger_set(Ledger *l, uint32_t cpu, int32_t bound, const LedgerHolder *who,
 
 /* Settles every CPU's interval now (reads their counters), keeping holders. */
 void ledger_sample(Ledger *l);
+
+/* cpu's last reading found fewer states than it, or another CPU, had
+ * (its own may have gone before its first reading): a bound change looks
+ * at its cpuidle directory (no counter read) and reads it once it moved. */
+bool ledger_states_short(const Ledger *l, uint32_t cpu);
 
 /* A bound blocks a state on cpu and no blocked state was entered since it took effect. */
 bool ledger_verified(const Ledger *l, uint32_t cpu);
