@@ -217,7 +217,7 @@ START_TEST(test_random_invariants) {
         for (unsigned u = 0; u < 6; u++)
                 for (unsigned c = 0; c < 16; c++)
                         snprintf(comms[u][c], LEDGER_COMM_MAX, "u%uc%u", u, c);
-        unsigned n = seeds ? (unsigned) atoi(seeds) : 8;
+        unsigned n = seeds ? (unsigned) atoi(seeds) : 5;
         for (unsigned seed = 1; seed <= n; seed++)
                 run_seed(seed, steps ? (unsigned) atoi(steps) : 1000);
 }
